@@ -1,0 +1,1 @@
+//! The embeddable `schemas` command line.

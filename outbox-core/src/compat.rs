@@ -1,0 +1,1 @@
+//! Breaking-change check of contract schemas against a baseline.

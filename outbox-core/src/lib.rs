@@ -1,0 +1,54 @@
+//! # outbox-core
+//!
+//! Versioned integration-event contracts and everything about them that does not touch a
+//! database: the [`IntegrationEvent`] trait and its derive, the [`Envelope`] that carries an
+//! event with its metadata, the CloudEvents 1.0 binary-mode header mapping every broker
+//! adapter shares, the contract [`registry`], JSON Schema / AsyncAPI [`schema`] export and the
+//! breaking-change [`compat`] check.
+//!
+//! ```
+//! use outbox_core::{Envelope, IntegrationEvent};
+//! use schemars::JsonSchema;
+//! use serde::{Deserialize, Serialize};
+//!
+//! /// A book was added to the catalogue.
+//! #[derive(Debug, PartialEq, IntegrationEvent, Serialize, Deserialize, JsonSchema)]
+//! #[integration_event(name = "bookstore.catalog.book-added.v1", key = book_id)]
+//! pub struct BookAddedV1 {
+//!     pub book_id: String,
+//!     pub title: String,
+//! }
+//!
+//! let event = BookAddedV1 { book_id: "dune".into(), title: "Dune".into() };
+//! let envelope = Envelope::from_event(&event)?;
+//! assert_eq!(envelope.event_type, "bookstore.catalog.book-added.v1");
+//! assert_eq!(envelope.aggregate_type, "book");
+//! assert_eq!(envelope.aggregate_id, "dune");
+//!
+//! let back: BookAddedV1 = envelope.decode()?;
+//! assert_eq!(back, event);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod cloudevents;
+pub mod compat;
+pub mod envelope;
+mod event;
+pub mod name;
+pub mod registry;
+pub mod schema;
+
+#[cfg(feature = "cli")]
+pub mod cli;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
+pub use envelope::{DecodeError, EncodeError, Envelope, EnvelopeConfig};
+pub use event::IntegrationEvent;
+pub use registry::{ContractRegistration, ContractRegistry, RegistryError};
+
+/// Derives [`IntegrationEvent`](trait@IntegrationEvent) for a contract struct or serde-tagged
+/// enum. See the trait's documentation for the attribute syntax.
+pub use outbox_macros::IntegrationEvent;

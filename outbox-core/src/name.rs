@@ -1,0 +1,287 @@
+//! The grammar of versioned event types, e.g. `bookstore.ordering.order-placed.v1`.
+//!
+//! An event type is at least three lowercase kebab-case segments separated by dots (the
+//! name), then a final `v<N>` segment with `N ≥ 1` and no leading zero (the version). A
+//! kebab-case segment starts with a lowercase ASCII letter, holds lowercase letters, digits
+//! and single hyphens, and does not end with a hyphen.
+//!
+//! `#[derive(IntegrationEvent)]` applies this grammar at compile time (this file is shared
+//! with `outbox-macros`, so both sides agree); [`EventType::parse`] applies it at run time to
+//! event types read from a broker or a table.
+//!
+//! ```
+//! use outbox_core::name::EventType;
+//!
+//! let parsed = EventType::parse("bookstore.ordering.order-placed.v1")?;
+//! assert_eq!(parsed.name(), "bookstore.ordering.order-placed");
+//! assert_eq!(parsed.version(), 1);
+//! assert!(EventType::parse("Bookstore.Ordering.OrderPlaced").is_err());
+//! # Ok::<(), outbox_core::name::EventTypeError>(())
+//! ```
+
+use std::fmt;
+
+/// The grammar, as stated in error messages.
+pub const GRAMMAR: &str = "an event type is at least three lowercase kebab-case segments \
+separated by dots, then a version segment `v<N>` (N >= 1, no leading zero), \
+e.g. `bookstore.ordering.order-placed.v1`";
+
+/// Minimum number of name segments before the version.
+pub const MIN_NAME_SEGMENTS: usize = 3;
+
+/// A parsed, valid event type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EventType<'a> {
+    full: &'a str,
+    name_len: usize,
+    version: u32,
+}
+
+/// Why a string is not a valid event type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EventTypeError {
+    /// The string is empty.
+    Empty,
+    /// Fewer than [`MIN_NAME_SEGMENTS`] name segments before the version.
+    TooFewSegments {
+        /// How many name segments were found.
+        found: usize,
+    },
+    /// A name segment is not lowercase kebab-case.
+    InvalidSegment {
+        /// The offending segment.
+        segment: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The last segment is not `v<N>` with `N ≥ 1` and no leading zero.
+    InvalidVersion {
+        /// The offending segment.
+        segment: String,
+    },
+}
+
+impl fmt::Display for EventTypeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty => write!(f, "the event type is empty; {GRAMMAR}"),
+            Self::TooFewSegments { found } => write!(
+                f,
+                "the event type has {found} name segment(s) before the version, at least \
+                 {MIN_NAME_SEGMENTS} are required; {GRAMMAR}"
+            ),
+            Self::InvalidSegment { segment, reason } => {
+                write!(f, "segment `{segment}` {reason}; {GRAMMAR}")
+            }
+            Self::InvalidVersion { segment } => write!(
+                f,
+                "the last segment `{segment}` is not a version `v<N>` (N >= 1, no leading \
+                 zero); {GRAMMAR}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for EventTypeError {}
+
+fn check_segment(segment: &str) -> Result<(), EventTypeError> {
+    let fail = |reason: &'static str| {
+        Err(EventTypeError::InvalidSegment {
+            segment: segment.to_owned(),
+            reason,
+        })
+    };
+    let Some(first) = segment.chars().next() else {
+        return fail("is empty (two dots in a row, or a leading or trailing dot)");
+    };
+    if !first.is_ascii_lowercase() {
+        return fail("must start with a lowercase ASCII letter");
+    }
+    if segment.ends_with('-') {
+        return fail("must not end with a hyphen");
+    }
+    if segment.contains("--") {
+        return fail("must not contain two hyphens in a row");
+    }
+    if segment
+        .chars()
+        .any(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'))
+    {
+        return fail("may hold only lowercase ASCII letters, digits and hyphens");
+    }
+    Ok(())
+}
+
+fn parse_version(segment: &str) -> Option<u32> {
+    let digits = segment.strip_prefix('v')?;
+    if digits.is_empty() || digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+impl<'a> EventType<'a> {
+    /// Parses and validates an event type.
+    ///
+    /// # Errors
+    /// An [`EventTypeError`] saying which rule of the grammar is broken.
+    pub fn parse(full: &'a str) -> Result<Self, EventTypeError> {
+        if full.is_empty() {
+            return Err(EventTypeError::Empty);
+        }
+        let (name, version_segment) = match full.rsplit_once('.') {
+            Some(split) => split,
+            None => ("", full),
+        };
+        let version = parse_version(version_segment).ok_or_else(|| {
+            EventTypeError::InvalidVersion {
+                segment: version_segment.to_owned(),
+            }
+        })?;
+        let segments: Vec<&str> = if name.is_empty() {
+            Vec::new()
+        } else {
+            name.split('.').collect()
+        };
+        for segment in &segments {
+            check_segment(segment)?;
+        }
+        if segments.len() < MIN_NAME_SEGMENTS {
+            return Err(EventTypeError::TooFewSegments {
+                found: segments.len(),
+            });
+        }
+        Ok(Self {
+            full,
+            name_len: name.len(),
+            version,
+        })
+    }
+
+    /// The whole event type.
+    pub fn as_str(&self) -> &'a str {
+        self.full
+    }
+
+    /// The name: everything before the version segment.
+    pub fn name(&self) -> &'a str {
+        &self.full[..self.name_len]
+    }
+
+    /// The version number.
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// The segments of the name that precede the event's own name (the bounded context),
+    /// e.g. `bookstore.ordering` for `bookstore.ordering.order-placed.v1`.
+    pub fn context(&self) -> &'a str {
+        let name = self.name();
+        name.rsplit_once('.').map_or(name, |(context, _)| context)
+    }
+}
+
+impl fmt::Display for EventType<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.full)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_valid_event_types() {
+        for (input, name, version) in [
+            (
+                "bookstore.ordering.order-placed.v1",
+                "bookstore.ordering.order-placed",
+                1,
+            ),
+            ("a.b.c.v10", "a.b.c", 10),
+            ("acme.billing.sub.invoice-2-paid.v3", "acme.billing.sub.invoice-2-paid", 3),
+            ("x1.y2.z3.v4294967295", "x1.y2.z3", u32::MAX),
+        ] {
+            let parsed = EventType::parse(input).unwrap_or_else(|e| panic!("{input}: {e}"));
+            assert_eq!(parsed.name(), name);
+            assert_eq!(parsed.version(), version);
+            assert_eq!(parsed.as_str(), input);
+        }
+        assert_eq!(
+            EventType::parse("bookstore.ordering.order-placed.v1")
+                .unwrap()
+                .context(),
+            "bookstore.ordering"
+        );
+    }
+
+    #[test]
+    fn rejects_each_rule() {
+        let cases: &[(&str, fn(&EventTypeError) -> bool)] = &[
+            ("", |e| matches!(e, EventTypeError::Empty)),
+            ("Bookstore.Ordering.OrderPlaced", |e| {
+                matches!(e, EventTypeError::InvalidVersion { segment } if segment == "OrderPlaced")
+            }),
+            ("Bookstore.ordering.order-placed.v1", |e| {
+                matches!(e, EventTypeError::InvalidSegment { segment, .. } if segment == "Bookstore")
+            }),
+            ("bookstore.ordering.orderPlaced.v1", |e| {
+                matches!(e, EventTypeError::InvalidSegment { segment, .. } if segment == "orderPlaced")
+            }),
+            ("bookstore.ordering.order_placed.v1", |e| {
+                matches!(e, EventTypeError::InvalidSegment { .. })
+            }),
+            ("bookstore.ordering.-placed.v1", |e| {
+                matches!(e, EventTypeError::InvalidSegment { .. })
+            }),
+            ("bookstore.ordering.placed-.v1", |e| {
+                matches!(e, EventTypeError::InvalidSegment { .. })
+            }),
+            ("bookstore.ordering.order--placed.v1", |e| {
+                matches!(e, EventTypeError::InvalidSegment { .. })
+            }),
+            ("bookstore..order-placed.v1", |e| {
+                matches!(e, EventTypeError::InvalidSegment { segment, .. } if segment.is_empty())
+            }),
+            ("1bookstore.ordering.order-placed.v1", |e| {
+                matches!(e, EventTypeError::InvalidSegment { .. })
+            }),
+            ("ordering.order-placed.v1", |e| {
+                matches!(e, EventTypeError::TooFewSegments { found: 2 })
+            }),
+            ("v1", |e| matches!(e, EventTypeError::TooFewSegments { found: 0 })),
+            ("bookstore.ordering.order-placed.v0", |e| {
+                matches!(e, EventTypeError::InvalidVersion { .. })
+            }),
+            ("bookstore.ordering.order-placed.v01", |e| {
+                matches!(e, EventTypeError::InvalidVersion { .. })
+            }),
+            ("bookstore.ordering.order-placed.V1", |e| {
+                matches!(e, EventTypeError::InvalidVersion { .. })
+            }),
+            ("bookstore.ordering.order-placed.v", |e| {
+                matches!(e, EventTypeError::InvalidVersion { .. })
+            }),
+            ("bookstore.ordering.order-placed.v1x", |e| {
+                matches!(e, EventTypeError::InvalidVersion { .. })
+            }),
+            ("bookstore.ordering.order-placed.v99999999999", |e| {
+                matches!(e, EventTypeError::InvalidVersion { .. })
+            }),
+            ("bookstore.ordering.order-placed.v1.", |e| {
+                matches!(e, EventTypeError::InvalidVersion { .. })
+            }),
+            ("bookstore.ordering.ordér.v1", |e| {
+                matches!(e, EventTypeError::InvalidSegment { .. })
+            }),
+        ];
+        for (input, check) in cases {
+            let err = EventType::parse(input).expect_err(input);
+            assert!(check(&err), "{input}: unexpected {err:?}");
+            assert!(err.to_string().contains(GRAMMAR), "{input}: {err}");
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! The `#[integration_event(...)]` attribute, parsed with darling.
+//!
+//! darling checks the attribute's syntax: unknown keys (with a "did you mean" suggestion),
+//! duplicate keys and values of the wrong kind. What the values mean (the event-type grammar,
+//! whether the key names a field) is checked afterwards, in the parent module, so that those
+//! errors can be reported together with the errors about the type itself.
+
+use darling::{FromDeriveInput, FromMeta};
+use syn::{Attribute, DeriveInput, Expr, Ident, Lit, LitStr};
+
+/// The path of the attribute.
+pub(crate) const ATTRIBUTE: &str = "integration_event";
+
+/// The options of `#[integration_event(...)]` as written, not yet validated.
+#[derive(Debug, FromDeriveInput)]
+#[darling(attributes(integration_event))]
+pub(crate) struct ContractAttr {
+    /// `name = "bookstore.ordering.order-placed.v1"`: the versioned event type.
+    pub(crate) name: Option<EventTypeLit>,
+    /// `key = order_id`: the field that identifies the aggregate.
+    pub(crate) key: Option<KeyField>,
+    /// `aggregate = "order"`: the aggregate type, instead of the one derived from the key.
+    pub(crate) aggregate: Option<AggregateLit>,
+}
+
+/// The attribute, once we know it is present.
+pub(crate) struct ParsedAttr<'a> {
+    /// The first `#[integration_event(...)]` of the type (errors about a missing key point
+    /// at it).
+    pub(crate) first: &'a Attribute,
+    /// Its options.
+    pub(crate) options: ContractAttr,
+}
+
+/// Parses the attribute.
+///
+/// # Errors
+/// When the type has no `#[integration_event(...)]` at all (on the type's name), or when
+/// darling rejects its syntax (on the offending tokens).
+pub(crate) fn parse(input: &DeriveInput) -> syn::Result<ParsedAttr<'_>> {
+    let Some(first) = input.attrs.iter().find(|a| a.path().is_ident(ATTRIBUTE)) else {
+        return Err(syn::Error::new_spanned(
+            &input.ident,
+            "missing #[integration_event(name = \"...\", key = field)]: a contract needs its \
+             versioned event type and the field that identifies its aggregate, e.g. \
+             #[integration_event(name = \"bookstore.ordering.order-placed.v1\", key = order_id)]",
+        ));
+    };
+    let options = ContractAttr::from_derive_input(input)?;
+    Ok(ParsedAttr { first, options })
+}
+
+/// Removes the invisible groups and parentheses around an expression (a value passed
+/// through a `macro_rules!` fragment arrives in an invisible group).
+fn ungroup(mut expr: &Expr) -> &Expr {
+    loop {
+        match expr {
+            Expr::Group(group) => expr = &group.expr,
+            Expr::Paren(paren) => expr = &paren.expr,
+            _ => return expr,
+        }
+    }
+}
+
+/// The string literal of an expression, if it is one.
+fn str_lit(expr: &Expr) -> Option<&LitStr> {
+    match ungroup(expr) {
+        Expr::Lit(lit) => match &lit.lit {
+            Lit::Str(s) => Some(s),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `name = "..."`: must be a string literal (the grammar is checked later, on its value).
+#[derive(Debug, Clone)]
+pub(crate) struct EventTypeLit(pub(crate) LitStr);
+
+impl FromMeta for EventTypeLit {
+    fn from_expr(expr: &Expr) -> darling::Result<Self> {
+        str_lit(expr).cloned().map(Self).ok_or_else(|| {
+            darling::Error::custom(
+                "`name` must be a string literal, e.g. \
+                 `name = \"bookstore.ordering.order-placed.v1\"`: the derive validates the \
+                 event type at compile time, so it cannot be a constant or a macro call",
+            )
+            .with_span(expr)
+        })
+    }
+}
+
+/// `aggregate = "..."`: must be a string literal (its form is checked later).
+#[derive(Debug, Clone)]
+pub(crate) struct AggregateLit(pub(crate) LitStr);
+
+impl FromMeta for AggregateLit {
+    fn from_expr(expr: &Expr) -> darling::Result<Self> {
+        str_lit(expr).cloned().map(Self).ok_or_else(|| {
+            darling::Error::custom("`aggregate` must be a string literal, e.g. `aggregate = \"order\"`")
+                .with_span(expr)
+        })
+    }
+}
+
+/// `key = order_id` (or `key = "order_id"`): the name of a field.
+#[derive(Debug, Clone)]
+pub(crate) struct KeyField(pub(crate) Ident);
+
+impl FromMeta for KeyField {
+    fn from_expr(expr: &Expr) -> darling::Result<Self> {
+        let ident = match ungroup(expr) {
+            Expr::Path(path) if path.qself.is_none() => path.path.get_ident().cloned(),
+            Expr::Lit(_) => str_lit(expr).and_then(|s| s.parse::<Ident>().ok()),
+            _ => None,
+        };
+        ident.map(Self).ok_or_else(|| {
+            darling::Error::custom(
+                "`key` must be the name of a field, e.g. `key = order_id`",
+            )
+            .with_span(expr)
+        })
+    }
+}

@@ -1,0 +1,153 @@
+//! Shared support for the cross-crate integration tests.
+//!
+//! Service-backed tests call [`service`] first. When the service is unreachable the test
+//! skips with a loud message on stderr, unless `OUTBOX_REQUIRE_SERVICES=1` is set (as
+//! `.ci/run` does): then it fails.
+
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// Environment variable that turns an unreachable service into a test failure.
+pub const REQUIRE_SERVICES: &str = "OUTBOX_REQUIRE_SERVICES";
+
+/// A service a test may need, with its default loopback address and URL variable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Service {
+    /// PostgreSQL on 127.0.0.1:5432 (`OUTBOX_TEST_POSTGRES_URL`).
+    Postgres,
+    /// MariaDB on 127.0.0.1:3306 (`OUTBOX_TEST_MYSQL_URL`).
+    MariaDb,
+    /// Redis on 127.0.0.1:6379 (`OUTBOX_TEST_REDIS_URL`).
+    Redis,
+    /// RabbitMQ on 127.0.0.1:5672 (`OUTBOX_TEST_AMQP_URL`).
+    RabbitMq,
+    /// NATS with JetStream on 127.0.0.1:4222 (`OUTBOX_TEST_NATS_URL`).
+    Nats,
+}
+
+impl Service {
+    /// Human name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Postgres => "PostgreSQL",
+            Self::MariaDb => "MariaDB",
+            Self::Redis => "Redis",
+            Self::RabbitMq => "RabbitMQ",
+            Self::Nats => "NATS",
+        }
+    }
+
+    /// Environment variable overriding the URL.
+    pub fn url_variable(self) -> &'static str {
+        match self {
+            Self::Postgres => "OUTBOX_TEST_POSTGRES_URL",
+            Self::MariaDb => "OUTBOX_TEST_MYSQL_URL",
+            Self::Redis => "OUTBOX_TEST_REDIS_URL",
+            Self::RabbitMq => "OUTBOX_TEST_AMQP_URL",
+            Self::Nats => "OUTBOX_TEST_NATS_URL",
+        }
+    }
+
+    /// Default URL on this machine.
+    pub fn default_url(self) -> &'static str {
+        match self {
+            Self::Postgres => "postgres://postgres@127.0.0.1:5432/postgres",
+            Self::MariaDb => "mysql://root@127.0.0.1:3306/test",
+            Self::Redis => "redis://127.0.0.1:6379",
+            Self::RabbitMq => "amqp://guest:guest@127.0.0.1:5672/%2f",
+            Self::Nats => "nats://127.0.0.1:4222",
+        }
+    }
+
+    fn default_port(self) -> u16 {
+        match self {
+            Self::Postgres => 5432,
+            Self::MariaDb => 3306,
+            Self::Redis => 6379,
+            Self::RabbitMq => 5672,
+            Self::Nats => 4222,
+        }
+    }
+
+    /// The URL tests use: the override variable, else the default.
+    pub fn url(self) -> String {
+        std::env::var(self.url_variable()).unwrap_or_else(|_| self.default_url().to_owned())
+    }
+}
+
+/// Whether unreachable services fail tests (`OUTBOX_REQUIRE_SERVICES=1`).
+pub fn services_required() -> bool {
+    std::env::var(REQUIRE_SERVICES).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+}
+
+/// Returns the service's URL when its port answers. Otherwise skips (returns `None` after a
+/// loud message) or, when services are required, panics.
+///
+/// Reachability is a TCP connect to the default port on 127.0.0.1 (or the host and port of
+/// the override URL when it has them).
+pub fn service(service: Service, test: &str) -> Option<String> {
+    probe(service, service.url(), services_required(), test)
+}
+
+fn probe(service: Service, url: String, required: bool, test: &str) -> Option<String> {
+    let addr = socket_addr(&url)
+        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], service.default_port())));
+    match TcpStream::connect_timeout(&addr, Duration::from_secs(2)) {
+        Ok(_) => Some(url),
+        Err(error) => {
+            let message = format!(
+                "{} is unreachable at {addr} ({error}); test `{test}` needs it",
+                service.name()
+            );
+            if required {
+                panic!("{message} and {REQUIRE_SERVICES}=1 is set");
+            }
+            eprintln!(
+                "\n!!!!!!!! SKIPPED: {message}. Set {REQUIRE_SERVICES}=1 to make this a failure. !!!!!!!!\n"
+            );
+            None
+        }
+    }
+}
+
+fn socket_addr(url: &str) -> Option<SocketAddr> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?']).next()?;
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
+    let (host, port) = host_port.rsplit_once(':')?;
+    let host = if host == "localhost" { "127.0.0.1" } else { host };
+    format!("{host}:{port}").parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_host_and_port_from_urls() {
+        assert_eq!(
+            socket_addr("postgres://postgres@127.0.0.1:5432/postgres"),
+            Some(SocketAddr::from(([127, 0, 0, 1], 5432)))
+        );
+        assert_eq!(
+            socket_addr("mysql://root:pw@localhost:3307/test?x=1"),
+            Some(SocketAddr::from(([127, 0, 0, 1], 3307)))
+        );
+        assert_eq!(socket_addr("nats://127.0.0.1"), None);
+    }
+
+    #[test]
+    fn unreachable_service_skips_when_not_required() {
+        // Nothing listens on loopback port 9 here.
+        let url = "redis://127.0.0.1:9".to_owned();
+        assert_eq!(probe(Service::Redis, url, false, "probe"), None);
+    }
+
+    #[test]
+    #[should_panic(expected = "OUTBOX_REQUIRE_SERVICES=1 is set")]
+    fn unreachable_service_fails_when_required() {
+        let url = "redis://127.0.0.1:9".to_owned();
+        probe(Service::Redis, url, true, "probe");
+    }
+}
