@@ -163,12 +163,11 @@ pub fn source_of(event_type: &EventType<'_>) -> String {
 /// [`CloudEventsError::ReservedHeader`] or [`CloudEventsError::InvalidHeader`] for an
 /// envelope header that cannot travel, [`CloudEventsError::Decode`] for an invalid event type.
 pub fn to_binary(envelope: &Envelope) -> Result<BinaryMessage, CloudEventsError> {
-    let event_type = EventType::parse(&envelope.event_type).map_err(|reason| {
-        DecodeError::InvalidEventType {
+    let event_type =
+        EventType::parse(&envelope.event_type).map_err(|reason| DecodeError::InvalidEventType {
             found: envelope.event_type.clone(),
             reason,
-        }
-    })?;
+        })?;
     let mut headers = Vec::with_capacity(12 + envelope.headers.len());
     let mut push = |name: &str, value: String| headers.push((name.to_owned(), value));
     push(header::SPEC_VERSION, SPEC_VERSION.to_owned());
@@ -248,12 +247,11 @@ where
     ];
     for (name, value) in headers {
         let name = name.as_ref();
-        let value = std::str::from_utf8(value.as_ref()).map_err(|_| {
-            CloudEventsError::InvalidHeader {
+        let value =
+            std::str::from_utf8(value.as_ref()).map_err(|_| CloudEventsError::InvalidHeader {
                 name: name.to_owned(),
                 message: "value is not UTF-8".to_owned(),
-            }
-        })?;
+            })?;
         let lower = name.to_ascii_lowercase();
         match KNOWN.iter().find(|k| **k == lower) {
             Some(key) => {
@@ -302,7 +300,8 @@ where
             message: e.to_string(),
         })?
         .with_timezone(&Utc);
-    let aggregate_id = take(header::SUBJECT).ok_or(CloudEventsError::MissingHeader(header::SUBJECT))?;
+    let aggregate_id =
+        take(header::SUBJECT).ok_or(CloudEventsError::MissingHeader(header::SUBJECT))?;
     let aggregate_type = take(header::AGGREGATE_TYPE)
         .ok_or(CloudEventsError::MissingHeader(header::AGGREGATE_TYPE))?;
     let correlation_id = take(header::CORRELATION_ID)

@@ -10,10 +10,10 @@
 //! use outbox_core::{DecodeError, Envelope, IntegrationEvent};
 //! # use schemars::JsonSchema;
 //! # use serde::{Deserialize, Serialize};
-//! # #[derive(IntegrationEvent, Serialize, Deserialize, JsonSchema)]
+//! # #[derive(Debug, IntegrationEvent, Serialize, Deserialize, JsonSchema)]
 //! # #[integration_event(name = "bookstore.catalog.book-added.v1", key = book_id)]
 //! # pub struct BookAddedV1 { pub book_id: String, pub title: String }
-//! # #[derive(IntegrationEvent, Serialize, Deserialize, JsonSchema)]
+//! # #[derive(Debug, IntegrationEvent, Serialize, Deserialize, JsonSchema)]
 //! # #[integration_event(name = "bookstore.catalog.book-added.v2", key = book_id)]
 //! # pub struct BookAddedV2 { pub book_id: String, pub title: String, pub isbn: String }
 //!

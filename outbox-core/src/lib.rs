@@ -52,3 +52,8 @@ pub use registry::{ContractRegistration, ContractRegistry, RegistryError};
 /// Derives [`IntegrationEvent`](trait@IntegrationEvent) for a contract struct or serde-tagged
 /// enum. See the trait's documentation for the attribute syntax.
 pub use outbox_macros::IntegrationEvent;
+
+/// The Rust snippets of the workspace README, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

@@ -115,8 +115,7 @@ fn check_segment(segment: &str) -> Result<(), EventTypeError> {
 
 fn parse_version(segment: &str) -> Option<u32> {
     let digits = segment.strip_prefix('v')?;
-    if digits.is_empty() || digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit())
-    {
+    if digits.is_empty() || digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     digits.parse().ok()
@@ -135,11 +134,10 @@ impl<'a> EventType<'a> {
             Some(split) => split,
             None => ("", full),
         };
-        let version = parse_version(version_segment).ok_or_else(|| {
-            EventTypeError::InvalidVersion {
+        let version =
+            parse_version(version_segment).ok_or_else(|| EventTypeError::InvalidVersion {
                 segment: version_segment.to_owned(),
-            }
-        })?;
+            })?;
         let segments: Vec<&str> = if name.is_empty() {
             Vec::new()
         } else {
@@ -202,7 +200,11 @@ mod tests {
                 1,
             ),
             ("a.b.c.v10", "a.b.c", 10),
-            ("acme.billing.sub.invoice-2-paid.v3", "acme.billing.sub.invoice-2-paid", 3),
+            (
+                "acme.billing.sub.invoice-2-paid.v3",
+                "acme.billing.sub.invoice-2-paid",
+                3,
+            ),
             ("x1.y2.z3.v4294967295", "x1.y2.z3", u32::MAX),
         ] {
             let parsed = EventType::parse(input).unwrap_or_else(|e| panic!("{input}: {e}"));
@@ -220,17 +222,21 @@ mod tests {
 
     #[test]
     fn rejects_each_rule() {
-        let cases: &[(&str, fn(&EventTypeError) -> bool)] = &[
+        type Check = fn(&EventTypeError) -> bool;
+        let cases: &[(&str, Check)] = &[
             ("", |e| matches!(e, EventTypeError::Empty)),
-            ("Bookstore.Ordering.OrderPlaced", |e| {
-                matches!(e, EventTypeError::InvalidVersion { segment } if segment == "OrderPlaced")
-            }),
-            ("Bookstore.ordering.order-placed.v1", |e| {
-                matches!(e, EventTypeError::InvalidSegment { segment, .. } if segment == "Bookstore")
-            }),
-            ("bookstore.ordering.orderPlaced.v1", |e| {
-                matches!(e, EventTypeError::InvalidSegment { segment, .. } if segment == "orderPlaced")
-            }),
+            (
+                "Bookstore.Ordering.OrderPlaced",
+                |e| matches!(e, EventTypeError::InvalidVersion { segment } if segment == "OrderPlaced"),
+            ),
+            (
+                "Bookstore.ordering.order-placed.v1",
+                |e| matches!(e, EventTypeError::InvalidSegment { segment, .. } if segment == "Bookstore"),
+            ),
+            (
+                "bookstore.ordering.orderPlaced.v1",
+                |e| matches!(e, EventTypeError::InvalidSegment { segment, .. } if segment == "orderPlaced"),
+            ),
             ("bookstore.ordering.order_placed.v1", |e| {
                 matches!(e, EventTypeError::InvalidSegment { .. })
             }),
@@ -243,16 +249,19 @@ mod tests {
             ("bookstore.ordering.order--placed.v1", |e| {
                 matches!(e, EventTypeError::InvalidSegment { .. })
             }),
-            ("bookstore..order-placed.v1", |e| {
-                matches!(e, EventTypeError::InvalidSegment { segment, .. } if segment.is_empty())
-            }),
+            (
+                "bookstore..order-placed.v1",
+                |e| matches!(e, EventTypeError::InvalidSegment { segment, .. } if segment.is_empty()),
+            ),
             ("1bookstore.ordering.order-placed.v1", |e| {
                 matches!(e, EventTypeError::InvalidSegment { .. })
             }),
             ("ordering.order-placed.v1", |e| {
                 matches!(e, EventTypeError::TooFewSegments { found: 2 })
             }),
-            ("v1", |e| matches!(e, EventTypeError::TooFewSegments { found: 0 })),
+            ("v1", |e| {
+                matches!(e, EventTypeError::TooFewSegments { found: 0 })
+            }),
             ("bookstore.ordering.order-placed.v0", |e| {
                 matches!(e, EventTypeError::InvalidVersion { .. })
             }),

@@ -14,7 +14,7 @@
 //! ```ignore
 //! fn main() -> std::process::ExitCode {
 //!     outbox_core::link_contracts!(bookstore_contracts, shipping_contracts);
-//!     outbox_core::cli::run_from_env()
+//!     outbox_core::cli::run()
 //! }
 //! ```
 

@@ -125,7 +125,7 @@ fn sample() -> Envelope {
         headers: BTreeMap::from([("x-tenant".to_owned(), "acme".to_owned())]),
         payload: serde_json::json!({"order_id": "o-1"}),
     })
-    .unwrap()
+    .expect("valid event type")
 }
 
 #[test]
@@ -238,7 +238,11 @@ fn binary_decode_errors_are_typed() {
     .unwrap();
     assert!(matches!(
         decode(
-            replaced(&message.headers, "ce-type", "Bookstore.Ordering.OrderPlaced"),
+            replaced(
+                &message.headers,
+                "ce-type",
+                "Bookstore.Ordering.OrderPlaced"
+            ),
             &message.body
         ),
         CloudEventsError::Decode(DecodeError::InvalidEventType { .. })
@@ -270,7 +274,13 @@ fn binary_decode_errors_are_typed() {
 
 #[test]
 fn reserved_or_unsafe_envelope_headers_are_rejected() {
-    for name in ["ce-id", "CE-Custom", "Content-Type", "traceparent", "TraceState"] {
+    for name in [
+        "ce-id",
+        "CE-Custom",
+        "Content-Type",
+        "traceparent",
+        "TraceState",
+    ] {
         let envelope = sample().with_header(name, "x");
         assert_eq!(
             cloudevents::to_binary(&envelope).unwrap_err(),

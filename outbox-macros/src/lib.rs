@@ -5,7 +5,7 @@
 //! `outbox_core::IntegrationEvent`.
 
 // The event-type grammar, shared with `outbox-core` so that the derive and the runtime agree
-// on what a valid event type is. Only part of it is used here.
+// on what a valid event type is. Only part of it is used here; its unit tests run here too.
 #[allow(dead_code)]
 #[path = "../../outbox-core/src/name.rs"]
 mod name;

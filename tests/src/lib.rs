@@ -116,7 +116,11 @@ fn socket_addr(url: &str) -> Option<SocketAddr> {
     let authority = rest.split(['/', '?']).next()?;
     let host_port = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);
     let (host, port) = host_port.rsplit_once(':')?;
-    let host = if host == "localhost" { "127.0.0.1" } else { host };
+    let host = if host == "localhost" {
+        "127.0.0.1"
+    } else {
+        host
+    };
     format!("{host}:{port}").parse().ok()
 }
 

@@ -8,6 +8,13 @@
 use darling::{FromDeriveInput, FromMeta};
 use syn::{Attribute, DeriveInput, Expr, Ident, Lit, LitStr};
 
+/// How `name` is written.
+const NAME_EXAMPLE: &str = "name = \"bookstore.ordering.order-placed.v1\"";
+/// How `key` is written.
+const KEY_EXAMPLE: &str = "key = order_id";
+/// How `aggregate` is written.
+const AGGREGATE_EXAMPLE: &str = "aggregate = \"order\"";
+
 /// The path of the attribute.
 pub(crate) const ATTRIBUTE: &str = "integration_event";
 
@@ -73,18 +80,30 @@ fn str_lit(expr: &Expr) -> Option<&LitStr> {
     }
 }
 
+/// The error for `key` or `key(...)` instead of `key = value` (darling puts it on the item).
+fn needs_value(example: &str) -> darling::Error {
+    darling::Error::custom(format!("expected a value, e.g. `{example}`"))
+}
+
 /// `name = "..."`: must be a string literal (the grammar is checked later, on its value).
 #[derive(Debug, Clone)]
 pub(crate) struct EventTypeLit(pub(crate) LitStr);
 
 impl FromMeta for EventTypeLit {
+    fn from_word() -> darling::Result<Self> {
+        Err(needs_value(NAME_EXAMPLE))
+    }
+
+    fn from_list(_: &[darling::ast::NestedMeta]) -> darling::Result<Self> {
+        Err(needs_value(NAME_EXAMPLE))
+    }
+
     fn from_expr(expr: &Expr) -> darling::Result<Self> {
         str_lit(expr).cloned().map(Self).ok_or_else(|| {
-            darling::Error::custom(
-                "`name` must be a string literal, e.g. \
-                 `name = \"bookstore.ordering.order-placed.v1\"`: the derive validates the \
-                 event type at compile time, so it cannot be a constant or a macro call",
-            )
+            darling::Error::custom(format!(
+                "`name` must be a string literal, e.g. `{NAME_EXAMPLE}`: the derive validates \
+                 the event type at compile time, so it cannot be a constant or a macro call"
+            ))
             .with_span(expr)
         })
     }
@@ -95,10 +114,20 @@ impl FromMeta for EventTypeLit {
 pub(crate) struct AggregateLit(pub(crate) LitStr);
 
 impl FromMeta for AggregateLit {
+    fn from_word() -> darling::Result<Self> {
+        Err(needs_value(AGGREGATE_EXAMPLE))
+    }
+
+    fn from_list(_: &[darling::ast::NestedMeta]) -> darling::Result<Self> {
+        Err(needs_value(AGGREGATE_EXAMPLE))
+    }
+
     fn from_expr(expr: &Expr) -> darling::Result<Self> {
         str_lit(expr).cloned().map(Self).ok_or_else(|| {
-            darling::Error::custom("`aggregate` must be a string literal, e.g. `aggregate = \"order\"`")
-                .with_span(expr)
+            darling::Error::custom(format!(
+                "`aggregate` must be a string literal, e.g. `{AGGREGATE_EXAMPLE}`"
+            ))
+            .with_span(expr)
         })
     }
 }
@@ -108,6 +137,14 @@ impl FromMeta for AggregateLit {
 pub(crate) struct KeyField(pub(crate) Ident);
 
 impl FromMeta for KeyField {
+    fn from_word() -> darling::Result<Self> {
+        Err(needs_value(KEY_EXAMPLE))
+    }
+
+    fn from_list(_: &[darling::ast::NestedMeta]) -> darling::Result<Self> {
+        Err(needs_value(KEY_EXAMPLE))
+    }
+
     fn from_expr(expr: &Expr) -> darling::Result<Self> {
         let ident = match ungroup(expr) {
             Expr::Path(path) if path.qself.is_none() => path.path.get_ident().cloned(),
@@ -115,9 +152,9 @@ impl FromMeta for KeyField {
             _ => None,
         };
         ident.map(Self).ok_or_else(|| {
-            darling::Error::custom(
-                "`key` must be the name of a field, e.g. `key = order_id`",
-            )
+            darling::Error::custom(format!(
+                "`key` must be the name of a field, e.g. `{KEY_EXAMPLE}`"
+            ))
             .with_span(expr)
         })
     }

@@ -8,7 +8,9 @@ use proc_macro2::{TokenStream, TokenTree};
 use quote::quote;
 use syn::ext::IdentExt;
 use syn::punctuated::Punctuated;
-use syn::{Attribute, Data, DeriveInput, Fields, FieldsNamed, Generics, Ident, Meta, Token, Type, Variant};
+use syn::{
+    Attribute, Data, DeriveInput, Fields, FieldsNamed, Generics, Ident, Meta, Token, Type, Variant,
+};
 
 use super::Errors;
 
@@ -174,7 +176,12 @@ impl<'a> Body<'a> {
                 .named
                 .iter()
                 .find(|f| named(f.ident.as_ref(), key))
-                .and_then(|f| Some(KeyAccess::Struct { field: f.ident.as_ref()?, ty: &f.ty }))
+                .and_then(|f| {
+                    Some(KeyAccess::Struct {
+                        field: f.ident.as_ref()?,
+                        ty: &f.ty,
+                    })
+                })
                 .ok_or_else(|| {
                     syn::Error::new_spanned(
                         key,
@@ -297,7 +304,10 @@ mod tests {
         }
         let missing: Ident = parse_quote!(nope);
         let message = body.key(&input.ident, &missing).err().unwrap().to_string();
-        assert!(message.starts_with("no variant of `E` has a field `nope`"), "{message}");
+        assert!(
+            message.starts_with("no variant of `E` has a field `nope`"),
+            "{message}"
+        );
     }
 
     #[test]
@@ -306,7 +316,10 @@ mod tests {
             struct S { r#type: String, id: u64 }
         };
         let body = body(&input, &mut Errors::default()).unwrap();
-        for key in [parse_quote!(r#type), Ident::new("type_", proc_macro2::Span::call_site())] {
+        for key in [
+            parse_quote!(r#type),
+            Ident::new("type_", proc_macro2::Span::call_site()),
+        ] {
             let found = body.key(&input.ident, &key);
             assert_eq!(found.is_ok(), key != "type_", "{key}");
         }

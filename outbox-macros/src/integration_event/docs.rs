@@ -9,7 +9,7 @@ use quote::{ToTokens, quote};
 use syn::{Attribute, Expr, Lit, Meta};
 
 /// The description of a contract.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) enum Description {
     /// Every `#[doc = ...]` line is a string literal (the usual case: `///` comments): the
     /// description, computed now.
@@ -54,7 +54,7 @@ pub(crate) fn description(attrs: &[Attribute]) -> Description {
                 Line::Expr(_) => None,
             })
             .collect();
-        return Description::Literal(text.join("\n").trim().to_owned());
+        return Description::Literal(text.join("\n").trim_ascii().to_owned());
     }
 
     let mut parts = TokenStream::new();
@@ -90,10 +90,17 @@ mod tests {
         description(&input.attrs)
     }
 
+    fn literal(input: DeriveInput) -> String {
+        match of(input) {
+            Description::Literal(text) => text,
+            Description::Expr(expr) => panic!("expected a literal, got {expr}"),
+        }
+    }
+
     #[test]
     fn literal_doc_comments() {
         assert_eq!(
-            of(parse_quote! {
+            literal(parse_quote! {
                 /// An order was placed.
                 ///
                 ///   Indented line.
@@ -102,22 +109,20 @@ mod tests {
                 ///
                 struct S;
             }),
-            Description::Literal(
-                "An order was placed.\n\n  Indented line.\nLast line, no leading space.".into()
-            )
+            "An order was placed.\n\n  Indented line.\nLast line, no leading space."
         );
         assert_eq!(
-            of(parse_quote!(
+            literal(parse_quote!(
                 struct S;
             )),
-            Description::Literal(String::new())
+            ""
         );
         assert_eq!(
-            of(parse_quote! {
+            literal(parse_quote! {
                 #[doc(hidden)]
                 struct S;
             }),
-            Description::Literal(String::new())
+            ""
         );
     }
 

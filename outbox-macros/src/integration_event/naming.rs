@@ -135,7 +135,14 @@ mod tests {
             default_aggregate_checked("book_copy_id", span).unwrap(),
             "book-copy"
         );
-        for key in ["orderId", "_id", "order__id", "_order_id", "order2_", "ord\u{e9}r_id"] {
+        for key in [
+            "orderId",
+            "_id",
+            "order__id",
+            "_order_id",
+            "order2_",
+            "ord\u{e9}r_id",
+        ] {
             let error = default_aggregate_checked(key, span).expect_err(key);
             let message = error.to_string();
             assert!(
@@ -155,8 +162,14 @@ mod tests {
             ("", "is empty"),
             ("Order", "must start with a lowercase ASCII letter"),
             ("1order", "must start with a lowercase ASCII letter"),
-            ("book_copy", "may hold only lowercase ASCII letters, digits and hyphens"),
-            ("bookCopy", "may hold only lowercase ASCII letters, digits and hyphens"),
+            (
+                "book_copy",
+                "may hold only lowercase ASCII letters, digits and hyphens",
+            ),
+            (
+                "bookCopy",
+                "may hold only lowercase ASCII letters, digits and hyphens",
+            ),
             ("order-", "must not end with a hyphen"),
             ("book--copy", "must not contain two hyphens in a row"),
             ("ordering.order", "must be a single segment, without dots"),

@@ -1,0 +1,11 @@
+use outbox_core::IntegrationEvent;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(IntegrationEvent, Serialize, Deserialize, JsonSchema)]
+#[integration_event(key = order_id)]
+pub struct OrderPlacedV1 {
+    pub order_id: u64,
+}
+
+fn main() {}

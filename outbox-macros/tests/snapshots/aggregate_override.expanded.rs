@@ -1,0 +1,24 @@
+const _: () = {
+    #[automatically_derived]
+    impl ::outbox_core::IntegrationEvent for CopyShelvedV2 {
+        const EVENT_TYPE: &'static str = "bookstore.catalog.copy-shelved.v2";
+        const NAME: &'static str = "bookstore.catalog.copy-shelved";
+        const VERSION: u32 = 2;
+        const AGGREGATE_TYPE: &'static str = "book-copy";
+        const KEY_FIELD: &'static str = "copy_id";
+        fn aggregate_id(&self) -> ::std::string::String {
+            <String as ::std::string::ToString>::to_string(&self.copy_id)
+        }
+    }
+    const REGISTRATION: ::outbox_core::ContractRegistration = ::outbox_core::ContractRegistration {
+        event_type: "bookstore.catalog.copy-shelved.v2",
+        name: "bookstore.catalog.copy-shelved",
+        version: 2,
+        aggregate_type: "book-copy",
+        key_field: "copy_id",
+        rust_type: ::core::concat!(::core::module_path!(), "::", "CopyShelvedV2"),
+        description: "",
+        schema: ::outbox_core::__private::schema_for::<CopyShelvedV2>,
+    };
+    ::outbox_core::__private::inventory::submit!(REGISTRATION);
+};
