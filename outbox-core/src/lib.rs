@@ -1,10 +1,11 @@
 //! # outbox-core
 //!
 //! Versioned integration-event contracts and everything about them that does not touch a
-//! database: the [`IntegrationEvent`] trait and its derive, the [`Envelope`] that carries an
-//! event with its metadata, the CloudEvents 1.0 binary-mode header mapping every broker
-//! adapter shares, the contract [`registry`], JSON Schema / AsyncAPI [`schema`] export and the
-//! breaking-change [`compat`] check.
+//! database: the [`IntegrationEvent`] trait and its derive, the explicit [`mapping`] from
+//! domain events to contracts (with the [`DomainEvent`](trait@DomainEvent) derive), the
+//! [`Envelope`] that carries an event with its metadata, the CloudEvents 1.0 binary-mode
+//! header mapping every broker adapter shares, the contract [`registry`], JSON Schema /
+//! AsyncAPI [`schema`] export and the breaking-change [`compat`] check.
 //!
 //! ```
 //! use outbox_core::{Envelope, IntegrationEvent};
@@ -30,10 +31,12 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod clock;
 pub mod cloudevents;
 pub mod compat;
 pub mod envelope;
 mod event;
+pub mod mapping;
 pub mod name;
 pub mod registry;
 pub mod schema;
@@ -47,13 +50,21 @@ pub mod __private;
 
 pub use envelope::{DecodeError, EncodeError, Envelope, EnvelopeConfig};
 pub use event::IntegrationEvent;
+pub use mapping::DomainEvent;
 pub use registry::{ContractRegistration, ContractRegistry, RegistryError};
 
 /// Derives [`IntegrationEvent`](trait@IntegrationEvent) for a contract struct or serde-tagged
 /// enum. See the trait's documentation for the attribute syntax.
 pub use outbox_macros::IntegrationEvent;
 
+/// Derives [`DomainEvent`](trait@DomainEvent) for a domain event enum: the exhaustive mapping
+/// of its variants to contracts. See the trait's documentation for the attribute syntax.
+pub use outbox_macros::DomainEvent;
+
 /// The Rust snippets of the workspace README, compiled and run as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+pub mod raise;
+pub use raise::{Raise, RecordedEvents};

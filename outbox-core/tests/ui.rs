@@ -1,6 +1,7 @@
-//! Compile-time behaviour of `#[derive(IntegrationEvent)]`: every diagnostic of the derive
-//! (`tests/ui/fail`, with the expected compiler output in the `.stderr` next to each file) and
-//! the accepted forms (`tests/ui/pass`, each running `main`).
+//! Compile-time behaviour of `#[derive(IntegrationEvent)]` and `#[derive(DomainEvent)]`
+//! (the `domain_event_*` cases): every diagnostic of the derives (`tests/ui/fail`, with the
+//! expected compiler output in the `.stderr` next to each file) and the accepted forms
+//! (`tests/ui/pass`, each running `main`).
 //!
 //! After an intended change of a diagnostic, regenerate the `.stderr` files with
 //! `TRYBUILD=overwrite cargo test -p outbox-core --test ui` and review them.

@@ -22,6 +22,7 @@ use syn::spanned::Spanned;
 use syn::{Data, DeriveInput};
 
 use self::body::KeyAccess;
+use crate::shared::Errors;
 
 /// Expands the derive: the impl and registration, or the errors and a stub impl.
 pub fn derive(input: &DeriveInput) -> TokenStream {
@@ -193,34 +194,6 @@ fn generate(input: &DeriveInput, contract: &Contract<'_>) -> TokenStream {
             };
             ::outbox_core::__private::inventory::submit!(REGISTRATION);
         };
-    }
-}
-
-/// Collects errors, each with its own span, into one [`syn::Error`].
-///
-/// `syn::Error` rather than `darling::Error`: it keeps the first *and* last token of a
-/// multi-token span (e.g. `<'a, T>`), which stable Rust cannot join into one `Span`. darling's
-/// errors convert into it without loss.
-#[derive(Default)]
-pub(crate) struct Errors(Option<syn::Error>);
-
-impl Errors {
-    /// Adds an error.
-    pub(crate) fn push(&mut self, error: syn::Error) {
-        match &mut self.0 {
-            Some(errors) => errors.combine(error),
-            None => self.0 = Some(error),
-        }
-    }
-
-    /// The value of `result`, or `None` after recording its error.
-    pub(crate) fn handle<T>(&mut self, result: syn::Result<T>) -> Option<T> {
-        result.map_err(|error| self.push(error)).ok()
-    }
-
-    /// `Err` with every recorded error, if any.
-    pub(crate) fn finish(self) -> syn::Result<()> {
-        self.0.map_or(Ok(()), Err)
     }
 }
 

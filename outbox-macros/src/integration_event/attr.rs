@@ -6,7 +6,9 @@
 //! errors can be reported together with the errors about the type itself.
 
 use darling::{FromDeriveInput, FromMeta};
-use syn::{Attribute, DeriveInput, Expr, Ident, Lit, LitStr};
+use syn::{Attribute, DeriveInput, Expr, Ident, LitStr};
+
+use crate::shared::{str_lit, ungroup};
 
 /// How `name` is written.
 const NAME_EXAMPLE: &str = "name = \"bookstore.ordering.order-placed.v1\"";
@@ -55,29 +57,6 @@ pub(crate) fn parse(input: &DeriveInput) -> syn::Result<ParsedAttr<'_>> {
     };
     let options = ContractAttr::from_derive_input(input)?;
     Ok(ParsedAttr { first, options })
-}
-
-/// Removes the invisible groups and parentheses around an expression (a value passed
-/// through a `macro_rules!` fragment arrives in an invisible group).
-fn ungroup(mut expr: &Expr) -> &Expr {
-    loop {
-        match expr {
-            Expr::Group(group) => expr = &group.expr,
-            Expr::Paren(paren) => expr = &paren.expr,
-            _ => return expr,
-        }
-    }
-}
-
-/// The string literal of an expression, if it is one.
-fn str_lit(expr: &Expr) -> Option<&LitStr> {
-    match ungroup(expr) {
-        Expr::Lit(lit) => match &lit.lit {
-            Lit::Str(s) => Some(s),
-            _ => None,
-        },
-        _ => None,
-    }
 }
 
 /// The error for `key` or `key(...)` instead of `key = value` (darling puts it on the item).

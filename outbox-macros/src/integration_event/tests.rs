@@ -1,53 +1,16 @@
-//! Expansion snapshots and error collection.
-//!
-//! Each snapshot is the `prettyplease` rendering of the derive's output for one input,
-//! committed under `outbox-macros/tests/snapshots/<name>.expanded.rs`. Run with
-//! `UPDATE_SNAPSHOTS=1` to rewrite them after an intended change (and review the diff).
-
-use std::path::PathBuf;
+//! Expansion snapshots (see [`crate::snapshot`]; `UPDATE_SNAPSHOTS=1` rewrites them) and
+//! error collection.
 
 use proc_macro2::TokenStream;
 use quote::quote;
 use syn::DeriveInput;
 
 use super::{derive, expand};
+use crate::snapshot::render;
 
-fn snapshot_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join("snapshots")
-        .join(format!("{name}.expanded.rs"))
-}
-
-fn render(tokens: TokenStream) -> String {
-    let file: syn::File = syn::parse2(tokens.clone())
-        .unwrap_or_else(|e| panic!("the expansion is not a valid file ({e}):\n{tokens}"));
-    prettyplease::unparse(&file)
-}
-
-/// Compares the expansion of `input` with the snapshot `name`, or rewrites the snapshot when
-/// `UPDATE_SNAPSHOTS=1`.
+/// Compares the expansion of `input` with the snapshot `name`.
 fn assert_snapshot(name: &str, input: TokenStream) {
-    let input: DeriveInput = syn::parse2(input).expect("test input is a derive input");
-    let actual = render(derive(&input));
-    let path = snapshot_path(name);
-    if std::env::var_os("UPDATE_SNAPSHOTS").is_some_and(|v| v == "1") {
-        std::fs::write(&path, &actual)
-            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "cannot read snapshot {} ({e}); run with UPDATE_SNAPSHOTS=1 to create it",
-            path.display()
-        )
-    });
-    pretty_assertions::assert_eq!(
-        expected,
-        actual,
-        "expansion of `{name}` differs from {} (UPDATE_SNAPSHOTS=1 rewrites it)",
-        path.display()
-    );
+    crate::snapshot::assert_snapshot(name, derive, input);
 }
 
 #[test]

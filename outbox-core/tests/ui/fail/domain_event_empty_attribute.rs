@@ -1,0 +1,13 @@
+use outbox_core::DomainEvent;
+
+#[derive(DomainEvent)]
+pub enum OrderingEvent {
+    #[domain_event()]
+    OrderPlaced { order_id: u64 },
+    #[domain_event]
+    OrderPaid { order_id: u64 },
+    #[domain_event = "local"]
+    PricesRecalculated,
+}
+
+fn main() {}

@@ -1,0 +1,19 @@
+use outbox_core::DomainEvent;
+use outbox_core::mapping::{ContractSink, MapError};
+
+pub struct OrderPlaced;
+pub struct OrderPlacedV1;
+
+fn map_placed(_: &OrderPlaced, _: &mut ContractSink<'_>) -> Result<(), MapError> {
+    Ok(())
+}
+
+#[derive(DomainEvent)]
+pub enum OrderingEvent {
+    #[domain_event(local, contract = OrderPlacedV1)]
+    OrderPlaced(OrderPlaced),
+    #[domain_event(map = map_placed, local)]
+    OrderReplaced(OrderPlaced),
+}
+
+fn main() {}

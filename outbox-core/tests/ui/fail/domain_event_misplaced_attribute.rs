@@ -1,0 +1,13 @@
+use outbox_core::DomainEvent;
+
+#[derive(DomainEvent)]
+#[domain_event(local)]
+pub enum OrderingEvent {
+    #[domain_event(local)]
+    PricesRecalculated {
+        #[domain_event(local)]
+        order_id: u64,
+    },
+}
+
+fn main() {}

@@ -1,0 +1,21 @@
+#[automatically_derived]
+impl ::outbox_core::mapping::DomainEvent for Internal {
+    fn map_contracts(
+        &self,
+        _: &mut ::outbox_core::mapping::ContractSink<'_>,
+    ) -> ::core::result::Result<(), ::outbox_core::mapping::MapError> {
+        match self {
+            Self::Ticked { .. } => ::core::result::Result::Ok(()),
+            Self::Tocked { .. } => ::core::result::Result::Ok(()),
+        }
+    }
+    fn event_name(&self) -> &'static str {
+        match self {
+            Self::Ticked { .. } => "Ticked",
+            Self::Tocked { .. } => "Tocked",
+        }
+    }
+    fn is_local(&self) -> bool {
+        ::core::matches!(self, Self::Ticked { .. } | Self::Tocked { .. })
+    }
+}
