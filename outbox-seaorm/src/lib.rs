@@ -1,11 +1,177 @@
-//! SeaORM integration of the outbox framework.
+//! # outbox-seaorm
 //!
-//! This crate will hold the unit of work (`ctx.raise` and the before-commit hook that writes
-//! outbox rows on the business transaction), the outbox and inbox tables, and the relay.
-//! For now it only re-exports [`outbox_core`] so that downstream code can already depend on it.
+//! The transactional outbox on SeaORM, for SQLite, PostgreSQL and MySQL / MariaDB.
+//!
+//! Aggregates raise domain events through [`Raise`](outbox_core::Raise); a [`UnitOfWork`]
+//! — a SeaORM transaction with an event buffer — collects them while business code writes
+//! its rows *on the unit of work*; [`UnitOfWork::commit`] maps the events to versioned
+//! contracts, writes them as outbox rows **in the same transaction**, and commits. Either
+//! the business change and its events are both stored, or neither is.
 //!
 //! ```
-//! use outbox_seaorm::core::IntegrationEvent as _;
+//! use std::time::Duration;
+//!
+//! use outbox_core::mapping::{ContractMapper, ContractSink, MapError};
+//! use outbox_core::{IntegrationEvent, Raise};
+//! use outbox_seaorm::record::OutboxRecord;
+//! use outbox_seaorm::{Outbox, schema};
+//! use sea_orm::{ConnectOptions, ConnectionTrait, Database, EntityTrait, Set};
+//! # use schemars::JsonSchema;
+//! # use serde::{Deserialize, Serialize};
+//!
+//! // A contract other services consume.
+//! #[derive(IntegrationEvent, Serialize, Deserialize, JsonSchema)]
+//! #[integration_event(name = "bookstore.ordering.order-placed.v1", key = order_id)]
+//! pub struct OrderPlacedV1 {
+//!     pub order_id: String,
+//! }
+//!
+//! // Domain events, and the explicit mapping to contracts (a `match` without wildcard).
+//! pub enum OrderingEvent {
+//!     OrderPlaced { order_id: String },
+//! }
+//!
+//! pub struct OrderingContracts;
+//!
+//! impl ContractMapper<OrderingEvent> for OrderingContracts {
+//!     fn map(&self, event: &OrderingEvent, out: &mut ContractSink<'_>) -> Result<(), MapError> {
+//!         match event {
+//!             OrderingEvent::OrderPlaced { order_id } => {
+//!                 out.emit(&OrderPlacedV1 { order_id: order_id.clone() })
+//!             }
+//!         }
+//!     }
+//! }
+//!
+//! // The aggregate: pure domain code, no SeaORM.
+//! fn place_order(ctx: &impl Raise<OrderingEvent>, order_id: &str) -> String {
+//!     ctx.raise(OrderingEvent::OrderPlaced { order_id: order_id.to_owned() });
+//!     order_id.to_owned()
+//! }
+//!
+//! // A business table.
+//! mod order {
+//!     use sea_orm::entity::prelude::*;
+//!
+//!     #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+//!     #[sea_orm(table_name = "orders")]
+//!     pub struct Model {
+//!         #[sea_orm(primary_key, auto_increment = false)]
+//!         pub id: String,
+//!     }
+//!
+//!     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+//!     pub enum Relation {}
+//!
+//!     impl ActiveModelBehavior for ActiveModel {}
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // In-memory SQLite lives on its only connection: keep exactly one, forever.
+//! let mut options = ConnectOptions::new("sqlite::memory:");
+//! options
+//!     .max_connections(1)
+//!     .min_connections(1)
+//!     .idle_timeout(None::<Duration>)
+//!     .max_lifetime(None::<Duration>);
+//! let db = Database::connect(options).await?;
+//!
+//! let outbox = Outbox::default();
+//! schema::install(&db, &outbox).await?;
+//! db.execute_unprepared("CREATE TABLE orders (id TEXT PRIMARY KEY)").await?;
+//!
+//! // The application service.
+//! let uow = outbox.begin(&db, &OrderingContracts).await?;
+//! let id = place_order(&uow, "order-42");
+//! order::Entity::insert(order::ActiveModel { id: Set(id) }).exec(&uow).await?;
+//! let report = uow.commit().await?;
+//! assert_eq!(report.rows, 1);
+//!
+//! assert_eq!(OutboxRecord::count(&db, &outbox).await?, 1);
+//! let stored = OutboxRecord::list(&db, &outbox, 10).await?;
+//! assert_eq!(stored[0].envelope.event_type, "bookstore.ordering.order-placed.v1");
+//! assert_eq!(stored[0].envelope.aggregate_id, "order-42");
+//! # Ok(())
+//! # }
 //! ```
+//!
+//! The closure form commits when the closure returns `Ok` and rolls back on `Err`:
+//! `outbox.transaction(&db, &OrderingContracts, async |uow| { … }).await`.
+//!
+//! # Modules
+//!
+//! - [`config`]: [`Outbox`], the shared configuration, and its builder (table names, column
+//!   naming, partitions, chunk sizes, clock, `NOTIFY` channel, trace hook);
+//! - [`unit_of_work`]: [`UnitOfWork`], the before-commit hook, the closure form;
+//! - [`schema`]: the tables on each backend, [`schema::install`]; [`migration`]: the same as
+//!   `sea-orm-migration` migrations;
+//! - [`table`]: validated table names and the Debezium column naming;
+//! - [`partition`]: the partition function (FNV-1a), spelled out for other languages;
+//! - [`record`]: reading outbox rows back;
+//! - [`trace`]: W3C trace context (the `otel` feature reads the current span's);
+//! - [`error`]: [`CommitError`], [`UnitOfWorkError`].
+//!
+//! # No bypass
+//!
+//! No public API writes an outbox row except [`UnitOfWork::commit`], which writes on the
+//! unit of work's own transaction: the row-writing code is private, there is no outbox
+//! entity or `ActiveModel`, and [`OutboxRecord`](record::OutboxRecord) can be read but not
+//! built outside this crate. Reading is public:
+//!
+//! ```
+//! # async fn relay(txn: &sea_orm::DatabaseTransaction, outbox: &outbox_seaorm::Outbox) -> Result<(), sea_orm::DbErr> {
+//! let pending = outbox_seaorm::record::OutboxRecord::list(txn, outbox, 100).await?;
+//! # let _ = pending; Ok(()) }
+//! ```
+//!
+//! Writing rows directly does not compile — neither through the private insert code:
+//!
+//! ```compile_fail
+//! # async fn relay(txn: &sea_orm::DatabaseTransaction, outbox: &outbox_seaorm::Outbox) -> Result<(), sea_orm::DbErr> {
+//! outbox_seaorm::write::insert(txn, outbox, Vec::new()).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! nor by building a row to insert:
+//!
+//! ```compile_fail
+//! # fn forge(record: &outbox_seaorm::record::OutboxRecord) -> outbox_seaorm::record::OutboxRecord {
+//! outbox_seaorm::record::OutboxRecord { seq: 0, ..record.clone() }
+//! # }
+//! ```
+//!
+//! while the same function that only reads the record compiles:
+//!
+//! ```
+//! # fn forge(record: &outbox_seaorm::record::OutboxRecord) -> outbox_seaorm::record::OutboxRecord {
+//! outbox_seaorm::record::OutboxRecord::clone(record)
+//! # }
+//! ```
+//!
+//! nor through an outbox entity, because there is none:
+//!
+//! ```compile_fail
+//! use outbox_seaorm::entity::outbox::ActiveModel;
+//! ```
+//!
+//! # Cargo features
+//!
+//! - `otel`: `trace::current_span_context` reads the OpenTelemetry context of the current
+//!   `tracing` span (through `tracing-opentelemetry`) and becomes the default trace hook.
 
+pub mod config;
+pub mod error;
+pub mod migration;
+pub mod partition;
+pub mod record;
+pub mod schema;
+pub mod table;
+pub mod trace;
+pub mod unit_of_work;
+mod write;
+
+pub use config::{ConfigError, Outbox, OutboxBuilder};
+pub use error::{CommitError, UnitOfWorkError};
 pub use outbox_core as core;
+pub use unit_of_work::{CommitReport, MapperRef, UnitOfWork, UnitOfWorkBuilder};

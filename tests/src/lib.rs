@@ -4,6 +4,9 @@
 //! skips with a loud message on stderr, unless `OUTBOX_REQUIRE_SERVICES=1` is set (as
 //! `.ci/run` does): then it fails.
 
+pub mod bookstore;
+pub mod db;
+
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 

@@ -1,0 +1,96 @@
+//! Errors of a unit of work.
+
+use std::error::Error as StdError;
+use std::fmt;
+
+use outbox_core::mapping::MapError;
+use sea_orm::DbErr;
+use uuid::Uuid;
+
+/// Why [`UnitOfWork::commit`](crate::UnitOfWork::commit) failed.
+///
+/// Every variant except [`Commit`](Self::Commit) means the transaction was rolled back:
+/// neither the business rows nor any outbox row were written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommitError {
+    /// The mapper failed on a raised domain event.
+    #[error("mapping domain event #{index} (a `{event_type}`) to contracts failed: {source}")]
+    Map {
+        /// Position of the event among those raised in the unit of work (from 0).
+        index: usize,
+        /// The Rust type of the domain event.
+        event_type: &'static str,
+        /// The mapper's error.
+        #[source]
+        source: MapError,
+    },
+    /// A key column value is longer than its column allows (see
+    /// [`schema::MAX_KEY_CHARS`](crate::schema::MAX_KEY_CHARS)).
+    #[error(
+        "`{field}` of `{event_type}` (message {message_id}) is {length} characters long, \
+         over the column's {max}"
+    )]
+    FieldTooLong {
+        /// The envelope field.
+        field: &'static str,
+        /// The contract's event type.
+        event_type: String,
+        /// The envelope's message id.
+        message_id: Uuid,
+        /// Its length in characters.
+        length: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Writing the outbox rows (or the `NOTIFY`) failed; the transaction was rolled back.
+    #[error("writing the outbox rows failed, the unit of work was rolled back: {0}")]
+    Database(#[source] DbErr),
+    /// `COMMIT` itself failed. The database normally rolled back; if the connection was
+    /// lost during `COMMIT`, the outcome is unknown (as for any transaction).
+    #[error("COMMIT failed: {0}")]
+    Commit(#[source] DbErr),
+}
+
+/// Why [`UnitOfWorkBuilder::transaction`](crate::UnitOfWorkBuilder::transaction) (or
+/// [`Outbox::transaction`](crate::Outbox::transaction)) failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum UnitOfWorkError<E> {
+    /// The transaction could not begin; the closure did not run.
+    Begin(DbErr),
+    /// The closure returned this error; the unit of work was rolled back.
+    Aborted(E),
+    /// The closure succeeded but the commit failed (see [`CommitError`]).
+    Commit(CommitError),
+}
+
+impl<E> UnitOfWorkError<E> {
+    /// The closure's error, if that is why the unit of work was rolled back.
+    pub fn aborted(&self) -> Option<&E> {
+        match self {
+            Self::Aborted(error) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for UnitOfWorkError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Begin(error) => write!(f, "could not begin the unit of work: {error}"),
+            Self::Aborted(error) => write!(f, "the unit of work was rolled back: {error}"),
+            Self::Commit(error) => write!(f, "{error}"),
+        }
+    }
+}
+
+impl<E: StdError + 'static> StdError for UnitOfWorkError<E> {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            Self::Begin(error) => Some(error),
+            Self::Aborted(error) => Some(error),
+            Self::Commit(error) => Some(error),
+        }
+    }
+}

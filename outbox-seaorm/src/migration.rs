@@ -1,0 +1,132 @@
+//! `sea-orm-migration` migrations creating the outbox and inbox tables of an [`Outbox`]
+//! configuration.
+//!
+//! Add them to your migrator. Their names include the table names, so two configurations
+//! (two outboxes in one database) never collide in `seaql_migrations`:
+//!
+//! ```
+//! use outbox_seaorm::{Outbox, migration};
+//! use sea_orm_migration::{MigrationTrait, MigratorTrait};
+//!
+//! fn outbox() -> Outbox {
+//!     Outbox::builder().outbox_table("ordering_outbox").inbox_table("ordering_inbox").build()
+//!         .expect("valid table names")
+//! }
+//!
+//! struct Migrator;
+//!
+//! impl MigratorTrait for Migrator {
+//!     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+//!         let mut migrations = migration::migrations(&outbox());
+//!         // migrations.push(Box::new(m20260101_000001_create_orders::Migration));
+//!         migrations
+//!     }
+//! }
+//!
+//! let names: Vec<String> = Migrator::migrations().iter().map(|m| m.name().to_owned()).collect();
+//! assert_eq!(names, [
+//!     "m20260501_000001_create_outbox_table__ordering_outbox",
+//!     "m20260501_000002_create_inbox_table__ordering_inbox",
+//! ]);
+//! ```
+//!
+//! `up` runs the same idempotent statements as [`schema::install`];
+//! `down` drops the table.
+
+use sea_orm::DbErr;
+use sea_orm_migration::{MigrationName, MigrationTrait, SchemaManager};
+
+use crate::config::Outbox;
+use crate::schema::{self, Tables};
+
+/// Creates the outbox table and its indexes.
+#[derive(Debug, Clone)]
+pub struct CreateOutboxTable {
+    outbox: Outbox,
+    name: String,
+}
+
+/// Creates the inbox table and its index.
+#[derive(Debug, Clone)]
+pub struct CreateInboxTable {
+    outbox: Outbox,
+    name: String,
+}
+
+impl CreateOutboxTable {
+    /// The migration for `outbox`'s outbox table, named
+    /// `m20260501_000001_create_outbox_table__<table>`.
+    pub fn new(outbox: &Outbox) -> Self {
+        Self {
+            name: format!(
+                "m20260501_000001_create_outbox_table__{}",
+                outbox.outbox_table()
+            ),
+            outbox: outbox.clone(),
+        }
+    }
+}
+
+impl CreateInboxTable {
+    /// The migration for `outbox`'s inbox table, named
+    /// `m20260501_000002_create_inbox_table__<table>`.
+    pub fn new(outbox: &Outbox) -> Self {
+        Self {
+            name: format!(
+                "m20260501_000002_create_inbox_table__{}",
+                outbox.inbox_table()
+            ),
+            outbox: outbox.clone(),
+        }
+    }
+}
+
+impl MigrationName for CreateOutboxTable {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl MigrationName for CreateInboxTable {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for CreateOutboxTable {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let statements =
+            schema::statements(manager.get_database_backend(), &self.outbox, Tables::Outbox)?;
+        schema::execute_all(manager.get_connection(), statements).await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let statement =
+            schema::drop_statement(manager.get_database_backend(), self.outbox.outbox_table());
+        schema::execute_all(manager.get_connection(), vec![statement]).await
+    }
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for CreateInboxTable {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let statements =
+            schema::statements(manager.get_database_backend(), &self.outbox, Tables::Inbox)?;
+        schema::execute_all(manager.get_connection(), statements).await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let statement =
+            schema::drop_statement(manager.get_database_backend(), self.outbox.inbox_table());
+        schema::execute_all(manager.get_connection(), vec![statement]).await
+    }
+}
+
+/// Both migrations of `outbox`, outbox table first.
+pub fn migrations(outbox: &Outbox) -> Vec<Box<dyn MigrationTrait>> {
+    vec![
+        Box::new(CreateOutboxTable::new(outbox)),
+        Box::new(CreateInboxTable::new(outbox)),
+    ]
+}

@@ -1,0 +1,492 @@
+//! The outbox and inbox tables: their DDL on each backend, and [`install`].
+//!
+//! # Outbox table
+//!
+//! One row per envelope (DESIGN §5); the relay publishes it as it is. Column types:
+//!
+//! | column | PostgreSQL | MariaDB / MySQL | SQLite |
+//! |---|---|---|---|
+//! | `seq` | `bigint` identity, primary key | `bigint AUTO_INCREMENT`, primary key | `integer PRIMARY KEY AUTOINCREMENT` |
+//! | `message_id` | `uuid`, unique | `char(36)`, unique | `text`, unique |
+//! | `event_type`, `aggregate_type`, `aggregate_id` | `varchar(255)` | `varchar(255)` | `text` |
+//! | `version`, `partition`, `attempts` | `integer` | `int` | `integer` |
+//! | `correlation_id`, `causation_id` | `uuid` | `char(36)` | `text` |
+//! | `traceparent`, `tracestate`, `last_error` | `text` | `text` | `text` |
+//! | `headers`, `payload` | `jsonb` | `json` (`longtext` + `json_valid` check) | `text` |
+//! | `occurred_at`, `next_attempt_at`, `published_at`, `created_at` | `timestamptz` | `datetime(6)`, UTC | `text`, RFC 3339 UTC |
+//! | `status` | `varchar(16)` | `varchar(16)` | `text` |
+//!
+//! - UUIDs outside PostgreSQL are stored as lowercase hyphenated text
+//!   (`0191a0b2-…-…`), readable from any language and by Debezium.
+//! - SQLite timestamps are fixed-width `YYYY-MM-DDTHH:MM:SS.ffffffZ`, so text order is time
+//!   order. MariaDB `datetime(6)` values are UTC.
+//! - `status` is text (`pending`, `published`, `dead`, checked by a constraint) rather than a
+//!   number, so that other tools and languages read it without a lookup table.
+//! - `partition` is `fnv1a_64(aggregate_id) % partitions` ([`crate::partition`]).
+//! - `headers` is a JSON object of strings, `{}` when empty; `payload` is the contract.
+//! - `next_attempt_at` is set to the commit time, so a new row is claimable at once.
+//! - MariaDB tables are InnoDB, `utf8mb4` with the binary collation `utf8mb4_bin`, so that
+//!   ids and aggregate ids compare byte for byte (`ABC` ≠ `abc`).
+//!
+//! Indexes keep the relay's claim query cost proportional to the number of **pending** rows,
+//! whatever the number of published rows kept for auditing:
+//!
+//! - PostgreSQL and SQLite: partial indexes `WHERE status = 'pending'` on `(seq)`,
+//!   `(partition, seq)` and `(aggregate_type, aggregate_id, seq)`;
+//! - MariaDB (no partial indexes): the same indexes led by `status`, so pending rows form one
+//!   contiguous key range;
+//! - everywhere: a unique index on `message_id`.
+//!
+//! Index names are the table name plus a suffix (`_pending_seq_idx`, …), shortened with a
+//! hash when that would exceed 63 characters.
+//!
+//! # Inbox table
+//!
+//! Primary key `(message_id, consumer)`; `event_type`, `received_at`, `processed_at`
+//! (nullable), and an index on `received_at` for retention cleanup.
+//!
+//! # Installing
+//!
+//! [`install`] creates both tables and their indexes if they do not exist (tests, demos,
+//! small services). Services that manage their schema with `sea-orm-migration` add the
+//! migrations of [`crate::migration`] to their migrator instead; those that use another tool
+//! can take the statements from [`create_statements`].
+//!
+//! Schema-qualified table names (`schema.table`) are supported on PostgreSQL and MariaDB;
+//! SQLite's attached-database qualification does not fit its index syntax and is rejected
+//! by [`create_statements`] with [`DbErr::Custom`].
+
+use sea_orm::sea_query::{
+    self, Alias, ColumnDef, ConditionalStatement as _, Expr, ExprTrait as _, Index,
+    IndexCreateStatement, Table, TableCreateStatement, TableDropStatement,
+};
+use sea_orm::{ConnectionTrait, DbBackend, DbErr};
+
+use crate::config::Outbox;
+use crate::partition::fnv1a_64;
+use crate::table::{MAX_IDENTIFIER_LEN, TableName, inbox_columns};
+
+/// Longest `event_type`, `aggregate_type`, `aggregate_id` and inbox `consumer`, in
+/// characters (`varchar(255)`). A commit checks it before writing.
+pub const MAX_KEY_CHARS: usize = 255;
+
+/// The publication state of an outbox row (the `status` column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OutboxStatus {
+    /// Written, not yet published: the relay's work.
+    Pending,
+    /// Published to the broker.
+    Published,
+    /// Given up on after too many attempts or skipped by an operator.
+    Dead,
+}
+
+impl OutboxStatus {
+    /// The value stored in the `status` column.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Published => "published",
+            Self::Dead => "dead",
+        }
+    }
+
+    /// Parses a `status` column value.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "pending" => Some(Self::Pending),
+            "published" => Some(Self::Published),
+            "dead" => Some(Self::Dead),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for OutboxStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A `sea_query` table reference for a validated name.
+pub(crate) fn table_ref(name: &TableName) -> sea_query::TableRef {
+    let table = Alias::new(name.table());
+    let name: sea_query::TableName = match name.schema() {
+        Some(schema) => (Alias::new(schema), table).into(),
+        None => table.into(),
+    };
+    sea_query::TableRef::Table(name, None)
+}
+
+/// `<table>_<suffix>`, shortened with a hash of the table name when over 63 characters.
+fn index_name(table: &TableName, suffix: &str) -> String {
+    let full = format!("{}_{suffix}", table.table());
+    if full.len() <= MAX_IDENTIFIER_LEN {
+        return full;
+    }
+    let hash = fnv1a_64(table.table().as_bytes()) as u32;
+    let keep = MAX_IDENTIFIER_LEN - suffix.len() - 10;
+    // Validated table names are ASCII, so any byte index is a character boundary.
+    let prefix = table.table().get(..keep).unwrap_or_default();
+    format!("{prefix}_{hash:08x}_{suffix}")
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Id,
+    Uuid,
+    Key,
+    Status,
+    Int,
+    Text,
+    Json,
+    Timestamp,
+}
+
+fn column(backend: DbBackend, name: &str, kind: Kind) -> ColumnDef {
+    let mut def = ColumnDef::new(Alias::new(name));
+    let custom = |def: &mut ColumnDef, ty: &str| {
+        def.custom(Alias::new(ty));
+    };
+    match (backend, kind) {
+        (_, Kind::Id) => {
+            def.big_integer().not_null().auto_increment().primary_key();
+        }
+        (DbBackend::Postgres, Kind::Uuid) => custom(&mut def, "uuid"),
+        (DbBackend::MySql, Kind::Uuid) => custom(&mut def, "char(36)"),
+        (DbBackend::Postgres | DbBackend::MySql, Kind::Key) => custom(&mut def, "varchar(255)"),
+        (DbBackend::Postgres | DbBackend::MySql, Kind::Status) => custom(&mut def, "varchar(16)"),
+        (DbBackend::MySql, Kind::Int) => custom(&mut def, "int"),
+        (_, Kind::Int) => custom(&mut def, "integer"),
+        (DbBackend::Postgres, Kind::Json) => custom(&mut def, "jsonb"),
+        (DbBackend::MySql, Kind::Json) => custom(&mut def, "json"),
+        (DbBackend::Postgres, Kind::Timestamp) => custom(&mut def, "timestamptz"),
+        (DbBackend::MySql, Kind::Timestamp) => custom(&mut def, "datetime(6)"),
+        _ => custom(&mut def, "text"),
+    }
+    def
+}
+
+fn not_null(mut def: ColumnDef) -> ColumnDef {
+    def.not_null();
+    def
+}
+
+fn null(mut def: ColumnDef) -> ColumnDef {
+    def.null();
+    def
+}
+
+fn mysql_options(table: &mut TableCreateStatement, backend: DbBackend) {
+    if backend == DbBackend::MySql {
+        table
+            .engine("InnoDB")
+            .character_set("utf8mb4")
+            .collate("utf8mb4_bin");
+    }
+}
+
+/// The outbox table's `CREATE TABLE IF NOT EXISTS` and `CREATE INDEX IF NOT EXISTS`
+/// statements (MariaDB: indexes inside the `CREATE TABLE`).
+fn outbox_statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
+    let c = outbox.columns();
+    let name = outbox.outbox_table();
+    let col = |n, k| column(backend, n, k);
+    let mut table = Table::create();
+    table
+        .table(table_ref(name))
+        .if_not_exists()
+        .col(col(c.seq, Kind::Id))
+        .col(not_null(col(c.message_id, Kind::Uuid)))
+        .col(not_null(col(c.event_type, Kind::Key)))
+        .col(not_null(col(c.version, Kind::Int)))
+        .col(not_null(col(c.aggregate_type, Kind::Key)))
+        .col(not_null(col(c.aggregate_id, Kind::Key)))
+        .col(not_null(col(c.partition, Kind::Int)))
+        .col(null(col(c.correlation_id, Kind::Uuid)))
+        .col(null(col(c.causation_id, Kind::Uuid)))
+        .col(null(col(c.traceparent, Kind::Text)))
+        .col(null(col(c.tracestate, Kind::Text)))
+        .col(not_null(col(c.headers, Kind::Json)))
+        .col(not_null(col(c.occurred_at, Kind::Timestamp)))
+        .col(not_null(col(c.payload, Kind::Json)))
+        .col({
+            let mut def = not_null(col(c.status, Kind::Status));
+            def.check(Expr::col(Alias::new(c.status)).is_in([
+                OutboxStatus::Pending.as_str(),
+                OutboxStatus::Published.as_str(),
+                OutboxStatus::Dead.as_str(),
+            ]));
+            def
+        })
+        .col({
+            let mut def = not_null(col(c.attempts, Kind::Int));
+            def.default(0);
+            def
+        })
+        .col(not_null(col(c.next_attempt_at, Kind::Timestamp)))
+        .col(null(col(c.last_error, Kind::Text)))
+        .col(null(col(c.published_at, Kind::Timestamp)))
+        .col(not_null(col(c.created_at, Kind::Timestamp)));
+    mysql_options(&mut table, backend);
+
+    let unique = {
+        let mut index = Index::create();
+        index
+            .name(index_name(name, "message_id_key"))
+            .table(table_ref(name))
+            .col(Alias::new(c.message_id))
+            .unique();
+        index
+    };
+    let pending: [(&str, Vec<&str>); 3] = [
+        ("pending_seq_idx", vec![c.seq]),
+        ("pending_partition_idx", vec![c.partition, c.seq]),
+        (
+            "pending_aggregate_idx",
+            vec![c.aggregate_type, c.aggregate_id, c.seq],
+        ),
+    ];
+    let mut indexes = vec![unique];
+    for (suffix, columns) in pending {
+        let mut index = Index::create();
+        index.name(index_name(name, suffix)).table(table_ref(name));
+        if backend == DbBackend::MySql {
+            // No partial indexes: lead with `status` so pending rows are one key range.
+            index.col(Alias::new(c.status));
+        } else {
+            index.and_where(Expr::col(Alias::new(c.status)).eq(OutboxStatus::Pending.as_str()));
+        }
+        for column in columns {
+            index.col(Alias::new(column));
+        }
+        indexes.push(index);
+    }
+    with_indexes(backend, table, indexes)
+}
+
+fn inbox_statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
+    let name = outbox.inbox_table();
+    let col = |n, k| column(backend, n, k);
+    let mut table = Table::create();
+    table
+        .table(table_ref(name))
+        .if_not_exists()
+        .col(not_null(col(inbox_columns::MESSAGE_ID, Kind::Uuid)))
+        .col(not_null(col(inbox_columns::CONSUMER, Kind::Key)))
+        .col(not_null(col(inbox_columns::EVENT_TYPE, Kind::Key)))
+        .col(not_null(col(inbox_columns::RECEIVED_AT, Kind::Timestamp)))
+        .col(null(col(inbox_columns::PROCESSED_AT, Kind::Timestamp)))
+        .primary_key(
+            Index::create()
+                .name(index_name(name, "pkey"))
+                .col(Alias::new(inbox_columns::MESSAGE_ID))
+                .col(Alias::new(inbox_columns::CONSUMER)),
+        );
+    mysql_options(&mut table, backend);
+    let mut received = Index::create();
+    received
+        .name(index_name(name, "received_at_idx"))
+        .table(table_ref(name))
+        .col(Alias::new(inbox_columns::RECEIVED_AT));
+    with_indexes(backend, table, vec![received])
+}
+
+/// Renders the table and its indexes: on MariaDB the indexes go inside `CREATE TABLE`
+/// (MySQL has no `CREATE INDEX IF NOT EXISTS`), elsewhere they follow as
+/// `CREATE INDEX IF NOT EXISTS`.
+fn with_indexes(
+    backend: DbBackend,
+    mut table: TableCreateStatement,
+    indexes: Vec<IndexCreateStatement>,
+) -> Vec<String> {
+    if backend == DbBackend::MySql {
+        for mut index in indexes {
+            table.index(&mut index);
+        }
+        vec![backend.build(&table).to_string()]
+    } else {
+        let mut statements = vec![backend.build(&table).to_string()];
+        statements.extend(indexes.into_iter().map(|mut index| {
+            index.if_not_exists();
+            backend.build(&index).to_string()
+        }));
+        statements
+    }
+}
+
+fn check_backend(backend: DbBackend, outbox: &Outbox) -> Result<(), DbErr> {
+    if backend == DbBackend::Sqlite
+        && (outbox.outbox_table().schema().is_some() || outbox.inbox_table().schema().is_some())
+    {
+        return Err(DbErr::Custom(format!(
+            "schema-qualified table names ({}, {}) are not supported on SQLite",
+            outbox.outbox_table(),
+            outbox.inbox_table()
+        )));
+    }
+    Ok(())
+}
+
+/// Which tables a statement list covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tables {
+    Outbox,
+    Inbox,
+    Both,
+}
+
+pub(crate) fn statements(
+    backend: DbBackend,
+    outbox: &Outbox,
+    tables: Tables,
+) -> Result<Vec<String>, DbErr> {
+    check_backend(backend, outbox)?;
+    let mut statements = Vec::new();
+    if matches!(tables, Tables::Outbox | Tables::Both) {
+        statements.extend(outbox_statements(backend, outbox));
+    }
+    if matches!(tables, Tables::Inbox | Tables::Both) {
+        statements.extend(inbox_statements(backend, outbox));
+    }
+    Ok(statements)
+}
+
+/// The DDL creating the outbox and inbox tables and their indexes on `backend`, each
+/// statement idempotent (`IF NOT EXISTS`).
+///
+/// ```
+/// use outbox_seaorm::{Outbox, schema};
+/// use sea_orm::DbBackend;
+///
+/// let ddl = schema::create_statements(DbBackend::Postgres, &Outbox::default())?;
+/// assert!(ddl[0].starts_with(r#"CREATE TABLE IF NOT EXISTS "outbox""#));
+/// assert!(ddl.iter().any(|s| s.contains(r#"WHERE "status" = 'pending'"#)));
+/// # Ok::<(), sea_orm::DbErr>(())
+/// ```
+///
+/// # Errors
+/// [`DbErr::Custom`] for a schema-qualified table name on SQLite.
+pub fn create_statements(backend: DbBackend, outbox: &Outbox) -> Result<Vec<String>, DbErr> {
+    statements(backend, outbox, Tables::Both)
+}
+
+pub(crate) fn drop_statement(backend: DbBackend, name: &TableName) -> String {
+    let statement: TableDropStatement = Table::drop().table(table_ref(name)).if_exists().to_owned();
+    backend.build(&statement).to_string()
+}
+
+pub(crate) async fn execute_all<C: ConnectionTrait>(
+    db: &C,
+    statements: Vec<String>,
+) -> Result<(), DbErr> {
+    for statement in statements {
+        db.execute_unprepared(&statement).await?;
+    }
+    Ok(())
+}
+
+/// Creates the outbox and inbox tables and their indexes unless they exist.
+///
+/// Runs on any connection: a pool, a transaction (DDL is transactional on PostgreSQL and
+/// SQLite, not on MariaDB), or a migration's connection.
+///
+/// # Errors
+/// The database's error ([`DbErr`]) for the first statement that fails, or
+/// [`DbErr::Custom`] for a schema-qualified name on SQLite.
+pub async fn install<C: ConnectionTrait>(db: &C, outbox: &Outbox) -> Result<(), DbErr> {
+    let statements = create_statements(db.get_database_backend(), outbox)?;
+    tracing::debug!(
+        outbox = %outbox.outbox_table(),
+        inbox = %outbox.inbox_table(),
+        "installing outbox tables"
+    );
+    execute_all(db, statements).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_names_fit_identifiers() {
+        let short = TableName::new("outbox").unwrap();
+        assert_eq!(
+            index_name(&short, "pending_seq_idx"),
+            "outbox_pending_seq_idx"
+        );
+        let long = TableName::new(&"t".repeat(63)).unwrap();
+        let name = index_name(&long, "pending_aggregate_idx");
+        assert!(name.len() <= 63, "{name}");
+        assert!(name.ends_with("_pending_aggregate_idx"));
+        let other = TableName::new(&format!("{}u", "t".repeat(62))).unwrap();
+        assert_ne!(index_name(&other, "pending_aggregate_idx"), name);
+    }
+
+    #[test]
+    fn status_round_trips() {
+        for status in [
+            OutboxStatus::Pending,
+            OutboxStatus::Published,
+            OutboxStatus::Dead,
+        ] {
+            assert_eq!(OutboxStatus::parse(status.as_str()), Some(status));
+        }
+        assert_eq!(OutboxStatus::parse("PENDING"), None);
+    }
+
+    #[test]
+    fn sqlite_rejects_schema_qualified_names() {
+        let outbox = Outbox::builder()
+            .outbox_table("aux.outbox")
+            .build()
+            .unwrap();
+        assert!(create_statements(DbBackend::Sqlite, &outbox).is_err());
+        assert!(create_statements(DbBackend::Postgres, &outbox).is_ok());
+    }
+
+    #[test]
+    fn ddl_per_backend() {
+        let outbox = Outbox::default();
+        let postgres = create_statements(DbBackend::Postgres, &outbox)
+            .unwrap()
+            .join(";\n");
+        for fragment in [
+            r#""seq" bigint GENERATED BY DEFAULT AS IDENTITY NOT NULL PRIMARY KEY"#,
+            r#""message_id" uuid NOT NULL"#,
+            r#""payload" jsonb NOT NULL"#,
+            r#""occurred_at" timestamptz NOT NULL"#,
+            r#"CHECK ("status" IN ('pending', 'published', 'dead'))"#,
+            r#"CREATE UNIQUE INDEX IF NOT EXISTS "outbox_message_id_key" ON "outbox" ("message_id")"#,
+            r#"CREATE INDEX IF NOT EXISTS "outbox_pending_partition_idx" ON "outbox" ("partition", "seq") WHERE "status" = 'pending'"#,
+            r#"CONSTRAINT "inbox_pkey" PRIMARY KEY ("message_id", "consumer")"#,
+        ] {
+            assert!(postgres.contains(fragment), "{fragment}\n{postgres}");
+        }
+        let mysql = create_statements(DbBackend::MySql, &outbox)
+            .unwrap()
+            .join(";\n");
+        for fragment in [
+            "`seq` bigint NOT NULL PRIMARY KEY AUTO_INCREMENT",
+            "`message_id` char(36) NOT NULL",
+            "`payload` json NOT NULL",
+            "`occurred_at` datetime(6) NOT NULL",
+            "KEY `outbox_pending_aggregate_idx` (`status`, `aggregate_type`, `aggregate_id`, `seq`)",
+            "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+        ] {
+            assert!(mysql.contains(fragment), "{fragment}\n{mysql}");
+        }
+        assert!(!mysql.contains("CREATE INDEX"), "{mysql}");
+        let sqlite = create_statements(DbBackend::Sqlite, &outbox)
+            .unwrap()
+            .join(";\n");
+        for fragment in [
+            r#""seq" integer NOT NULL PRIMARY KEY AUTOINCREMENT"#,
+            r#""payload" text NOT NULL"#,
+            r#"ON "outbox" ("seq") WHERE "status" = 'pending'"#,
+        ] {
+            assert!(sqlite.contains(fragment), "{fragment}\n{sqlite}");
+        }
+    }
+}
