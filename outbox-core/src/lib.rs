@@ -61,10 +61,5 @@ pub use outbox_macros::IntegrationEvent;
 /// of its variants to contracts. See the trait's documentation for the attribute syntax.
 pub use outbox_macros::DomainEvent;
 
-/// The Rust snippets of the workspace README, compiled and run as doc tests.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeDoctests;
-
 pub mod raise;
 pub use raise::{Raise, RecordedEvents};

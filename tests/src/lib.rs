@@ -158,3 +158,9 @@ mod tests {
         probe(Service::Redis, url, true, "probe");
     }
 }
+
+/// The Rust snippets of the workspace README, compiled and run as doc tests (this package
+/// depends on every crate the README shows).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

@@ -1,0 +1,87 @@
+//! Benchmark harness. Every figure is printed next to a baseline measured in the same run, on
+//! the same database, with the same pool and the same number of clients.
+//!
+//! `write` (issue 3), PostgreSQL, 1 / 4 / 16 concurrent clients:
+//! - (a) **raw SQL**: BEGIN; INSERT order; INSERT 3 lines (one statement); INSERT 1 outbox row
+//!   (every column the framework writes, payload serialized with serde_json); COMMIT — through
+//!   sqlx directly on the same pool;
+//! - (b) **framework**: a unit of work; the aggregate raises `OrderPlaced`; order and lines
+//!   inserted through SeaORM entities on the unit of work; `commit()` maps the event to
+//!   `OrderPlacedV1` and writes the outbox row;
+//! - (c) **business only**: the same SeaORM inserts in a plain SeaORM transaction, no outbox.
+//!
+//! Printed: transactions per second of each, and the ratios b/a and b/c.
+//!
+//! ```text
+//! cargo run --release -p outbox-bench -- write --database-url postgres://postgres@127.0.0.1:5432/postgres
+//! ```
+#![allow(clippy::print_stdout)]
+
+mod write;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+/// Benchmarks of the outbox framework against raw baselines measured in the same run.
+#[derive(Debug, Parser)]
+#[command(name = "outbox-bench")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The write side: raw SQL vs unit of work vs business transaction without outbox.
+    Write(write::WriteArgs),
+}
+
+/// Shared timing options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Timing {
+    /// Seconds each measured cell runs.
+    #[arg(long, default_value_t = 4.0)]
+    pub seconds: f64,
+    /// Rounds; the modes run interleaved in each round, in a rotating order, so drift of the
+    /// machine hits every mode alike.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Concurrent clients, comma separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 4, 16])]
+    pub clients: Vec<usize>,
+}
+
+impl Timing {
+    /// The measured duration of one cell.
+    pub fn cell(&self) -> Duration {
+        Duration::from_secs_f64(self.seconds.max(0.05))
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("cannot start the runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Write(args) => write::run(args).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("benchmark failed: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,381 @@
+//! The write-side benchmark (issue 3): raw SQL vs unit of work vs business-only.
+
+use std::error::Error;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bookstore_contracts::{MoneyV1, OrderPlacedV1, OrderedBookV1};
+use chrono::Utc;
+use outbox_core::mapping::{ContractMapper, ContractSink, MapError};
+use outbox_core::{IntegrationEvent, Raise};
+use outbox_seaorm::Outbox;
+use outbox_seaorm::partition::partition_of;
+use sea_orm::sqlx::{self, PgPool};
+use sea_orm::{
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, EntityTrait, Set,
+    TransactionTrait,
+};
+use uuid::Uuid;
+
+use crate::Timing;
+
+type BoxError = Box<dyn Error + Send + Sync>;
+
+/// Options of `write`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WriteArgs {
+    /// A PostgreSQL server; the benchmark creates and drops its own database on it.
+    #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
+    pub database_url: String,
+    #[command(flatten)]
+    pub timing: Timing,
+}
+
+mod orders {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "orders")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: Uuid,
+        #[sea_orm(unique)]
+        pub checkout_id: Uuid,
+        pub customer_id: Uuid,
+        pub currency: String,
+        pub placed_at: DateTimeUtc,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+mod order_lines {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "order_lines")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub order_id: Uuid,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub line_no: i32,
+        pub book_id: String,
+        pub quantity: i32,
+        pub unit_price: String,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+/// The Ordering context's domain event.
+enum OrderingEvent {
+    OrderPlaced(Order),
+}
+
+/// The aggregate.
+#[derive(Clone)]
+struct Order {
+    id: Uuid,
+    checkout_id: Uuid,
+    customer_id: Uuid,
+    lines: Vec<(String, u32, String)>,
+}
+
+impl Order {
+    fn place(ctx: &impl Raise<OrderingEvent>) -> Order {
+        let order = sample_order();
+        ctx.raise(OrderingEvent::OrderPlaced(order.clone()));
+        order
+    }
+}
+
+fn sample_order() -> Order {
+    Order {
+        id: Uuid::now_v7(),
+        checkout_id: Uuid::now_v7(),
+        customer_id: Uuid::now_v7(),
+        lines: vec![
+            ("dune".into(), 2, "12.50".into()),
+            ("emma".into(), 1, "8.00".into()),
+            ("ulysses".into(), 1, "15.25".into()),
+        ],
+    }
+}
+
+fn contract(order: &Order) -> OrderPlacedV1 {
+    OrderPlacedV1 {
+        order_id: order.id,
+        checkout_id: order.checkout_id,
+        customer_id: order.customer_id,
+        books: order
+            .lines
+            .iter()
+            .map(|(book_id, quantity, price)| OrderedBookV1 {
+                book_id: book_id.clone(),
+                quantity: *quantity,
+                unit_price: MoneyV1 {
+                    amount: price.clone(),
+                    currency: "EUR".into(),
+                },
+            })
+            .collect(),
+    }
+}
+
+struct OrderingContracts;
+
+impl ContractMapper<OrderingEvent> for OrderingContracts {
+    fn map(&self, event: &OrderingEvent, out: &mut ContractSink<'_>) -> Result<(), MapError> {
+        match event {
+            OrderingEvent::OrderPlaced(order) => out.emit(&contract(order)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Raw,
+    Framework,
+    BusinessOnly,
+}
+
+impl Mode {
+    const ALL: [Mode; 3] = [Mode::Raw, Mode::Framework, Mode::BusinessOnly];
+}
+
+struct Bench {
+    db: DatabaseConnection,
+    pool: PgPool,
+    outbox: Outbox,
+}
+
+async fn business_rows<C: ConnectionTrait>(db: &C, order: &Order) -> Result<(), BoxError> {
+    orders::Entity::insert(orders::ActiveModel {
+        id: Set(order.id),
+        checkout_id: Set(order.checkout_id),
+        customer_id: Set(order.customer_id),
+        currency: Set("EUR".into()),
+        placed_at: Set(Utc::now()),
+    })
+    .exec_without_returning(db)
+    .await?;
+    order_lines::Entity::insert_many(order.lines.iter().enumerate().map(
+        |(i, (book_id, quantity, price))| order_lines::ActiveModel {
+            order_id: Set(order.id),
+            line_no: Set(i32::try_from(i).unwrap_or(i32::MAX)),
+            book_id: Set(book_id.clone()),
+            quantity: Set(i32::try_from(*quantity).unwrap_or(i32::MAX)),
+            unit_price: Set(price.clone()),
+        },
+    ))
+    .exec_without_returning(db)
+    .await?;
+    Ok(())
+}
+
+impl Bench {
+    async fn framework(&self) -> Result<(), BoxError> {
+        let uow = self.outbox.begin(&self.db, &OrderingContracts).await?;
+        let order = Order::place(&uow);
+        business_rows(&uow, &order).await?;
+        uow.commit().await?;
+        Ok(())
+    }
+
+    async fn business_only(&self) -> Result<(), BoxError> {
+        let txn = self.db.begin().await?;
+        let order = sample_order();
+        business_rows(&txn, &order).await?;
+        txn.commit().await?;
+        Ok(())
+    }
+
+    async fn raw(&self) -> Result<(), BoxError> {
+        let order = sample_order();
+        let now = Utc::now();
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO orders (id, checkout_id, customer_id, currency, placed_at) \
+             VALUES ($1, $2, $3, $4, $5)",
+        )
+        .bind(order.id)
+        .bind(order.checkout_id)
+        .bind(order.customer_id)
+        .bind("EUR")
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        let mut lines = sqlx::QueryBuilder::new(
+            "INSERT INTO order_lines (order_id, line_no, book_id, quantity, unit_price) ",
+        );
+        lines.push_values(
+            order.lines.iter().enumerate(),
+            |mut row, (i, (book_id, quantity, price))| {
+                row.push_bind(order.id)
+                    .push_bind(i32::try_from(i).unwrap_or(i32::MAX))
+                    .push_bind(book_id)
+                    .push_bind(i32::try_from(*quantity).unwrap_or(i32::MAX))
+                    .push_bind(price);
+            },
+        );
+        lines.build().execute(&mut *tx).await?;
+        let event = contract(&order);
+        let payload = serde_json::to_value(&event)?;
+        let aggregate_id = event.aggregate_id();
+        sqlx::query(
+            "INSERT INTO outbox (message_id, event_type, version, aggregate_type, aggregate_id, \
+             partition, correlation_id, causation_id, traceparent, tracestate, headers, \
+             occurred_at, payload, status, attempts, next_attempt_at, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)",
+        )
+        .bind(Uuid::now_v7())
+        .bind(OrderPlacedV1::EVENT_TYPE)
+        .bind(i32::try_from(OrderPlacedV1::VERSION).unwrap_or(i32::MAX))
+        .bind(OrderPlacedV1::AGGREGATE_TYPE)
+        .bind(&aggregate_id)
+        .bind(i32::try_from(partition_of(&aggregate_id, 64)).unwrap_or(0))
+        .bind(Uuid::now_v7())
+        .bind(Option::<Uuid>::None)
+        .bind(Option::<String>::None)
+        .bind(Option::<String>::None)
+        .bind(sqlx::types::Json(serde_json::json!({})))
+        .bind(now)
+        .bind(sqlx::types::Json(payload))
+        .bind("pending")
+        .bind(0i32)
+        .bind(now)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn once(&self, mode: Mode) -> Result<(), BoxError> {
+        match mode {
+            Mode::Raw => self.raw().await,
+            Mode::Framework => self.framework().await,
+            Mode::BusinessOnly => self.business_only().await,
+        }
+    }
+}
+
+/// Runs `clients` tasks doing `mode` transactions for `duration`; returns transactions done
+/// and the elapsed time.
+async fn cell(
+    bench: &Arc<Bench>,
+    mode: Mode,
+    clients: usize,
+    duration: Duration,
+) -> Result<(u64, Duration), BoxError> {
+    let start = Instant::now();
+    let deadline = start + duration;
+    let mut tasks = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        let bench = Arc::clone(bench);
+        tasks.push(tokio::spawn(async move {
+            let mut done = 0u64;
+            while Instant::now() < deadline {
+                bench.once(mode).await?;
+                done += 1;
+            }
+            Ok::<u64, BoxError>(done)
+        }));
+    }
+    let mut total = 0;
+    for task in tasks {
+        total += task.await??;
+    }
+    Ok((total, start.elapsed()))
+}
+
+async fn count(pool: &PgPool, query: &'static str) -> Result<i64, BoxError> {
+    let row: (i64,) = sqlx::query_as(query).fetch_one(pool).await?;
+    Ok(row.0)
+}
+
+/// Runs the benchmark.
+pub async fn run(args: WriteArgs) -> Result<(), BoxError> {
+    let database = format!("outbox_bench_{}", Uuid::now_v7().simple());
+    let admin = Database::connect(&args.database_url).await?;
+    admin
+        .execute_unprepared(&format!("CREATE DATABASE {database}"))
+        .await?;
+    let url = match args.database_url.rsplit_once('/') {
+        Some((server, _)) => format!("{server}/{database}"),
+        None => return Err("the database URL has no database name".into()),
+    };
+    let result = run_on(&url, &args.timing).await;
+    admin
+        .execute_unprepared(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+        .await?;
+    result
+}
+
+async fn run_on(url: &str, timing: &Timing) -> Result<(), BoxError> {
+    let max_clients = timing.clients.iter().copied().max().unwrap_or(1);
+    let pool_size = u32::try_from(max_clients + 2).unwrap_or(u32::MAX);
+    let mut options = ConnectOptions::new(url.to_owned());
+    options
+        .max_connections(pool_size)
+        .min_connections(pool_size)
+        .sqlx_logging(false);
+    let db = Database::connect(options).await?;
+    let schema = sea_orm::Schema::new(db.get_database_backend());
+    db.execute(&schema.create_table_from_entity(orders::Entity))
+        .await?;
+    db.execute(&schema.create_table_from_entity(order_lines::Entity))
+        .await?;
+    let outbox = if std::env::var("BENCH_NO_NOTIFY").is_ok() {
+        Outbox::builder().notify_channel(None).build()?
+    } else {
+        Outbox::default()
+    };
+    outbox_seaorm::schema::install(&db, &outbox).await?;
+    let pool = db.get_postgres_connection_pool().clone();
+    let bench = Arc::new(Bench { db, pool, outbox });
+
+    // Warm up every mode (connections, prepared statements).
+    for mode in Mode::ALL {
+        cell(&bench, mode, max_clients, Duration::from_millis(500)).await?;
+    }
+
+    println!(
+        "write side on PostgreSQL: order + 3 lines (+ 1 outbox row), {} s x {} rounds per cell",
+        timing.seconds, timing.rounds
+    );
+    println!(
+        "{:>7}  {:>12}  {:>14}  {:>14}  {:>6}  {:>6}",
+        "clients", "(a) raw tx/s", "(b) uow tx/s", "(c) biz tx/s", "b/a", "b/c"
+    );
+    for &clients in &timing.clients {
+        let mut totals = [(0u64, Duration::ZERO); 3];
+        for round in 0..timing.rounds {
+            for k in 0..Mode::ALL.len() {
+                let index = (round + k) % Mode::ALL.len();
+                let (done, took) = cell(&bench, Mode::ALL[index], clients, timing.cell()).await?;
+                totals[index].0 += done;
+                totals[index].1 += took;
+            }
+        }
+        let rate = |(done, took): (u64, Duration)| done as f64 / took.as_secs_f64();
+        let (a, b, c) = (rate(totals[0]), rate(totals[1]), rate(totals[2]));
+        println!(
+            "{clients:>7}  {a:>12.0}  {b:>14.0}  {c:>14.0}  {:>6.3}  {:>6.3}",
+            b / a,
+            b / c
+        );
+    }
+
+    // The work was real: every framework and raw transaction left one outbox row.
+    let outbox_rows = count(&bench.pool, "SELECT count(*) FROM outbox").await?;
+    let orders = count(&bench.pool, "SELECT count(*) FROM orders").await?;
+    println!("checked: {orders} orders and {outbox_rows} outbox rows written");
+    Ok(())
+}
