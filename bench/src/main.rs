@@ -17,6 +17,7 @@
 //! ```
 #![allow(clippy::print_stdout)]
 
+mod relay;
 mod write;
 
 use std::process::ExitCode;
@@ -36,6 +37,9 @@ struct Cli {
 enum Command {
     /// The write side: raw SQL vs unit of work vs business transaction without outbox.
     Write(write::WriteArgs),
+    /// The relay: drain vs raw claim + mark loop, commit-to-publish latency, claim cost
+    /// with published rows kept.
+    Relay(relay::RelayArgs),
 }
 
 /// Shared timing options.
@@ -75,6 +79,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Write(args) => write::run(args).await,
+            Command::Relay(args) => relay::run(args).await,
         }
     });
     match result {

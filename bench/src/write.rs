@@ -8,8 +8,8 @@ use bookstore_contracts::{MoneyV1, OrderPlacedV1, OrderedBookV1};
 use chrono::Utc;
 use outbox_core::mapping::{ContractMapper, ContractSink, MapError};
 use outbox_core::{IntegrationEvent, Raise};
-use outbox_seaorm::Outbox;
 use outbox_seaorm::partition::partition_of;
+use outbox_seaorm::{Outbox, PostgresWakeup};
 use sea_orm::sqlx::{self, PgPool};
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, EntityTrait, Set,
@@ -27,8 +27,50 @@ pub struct WriteArgs {
     /// A PostgreSQL server; the benchmark creates and drops its own database on it.
     #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/postgres")]
     pub database_url: String,
+    /// How the unit of work wakes relays up on PostgreSQL (the raw baseline never
+    /// notifies). Default: the library's default.
+    #[arg(long, value_enum, default_value_t = NotifyMode::library_default())]
+    pub notify: NotifyMode,
+    /// `min_interval` of `--notify after-commit`, in milliseconds. Default: the library's.
+    #[arg(long, default_value_t = default_interval_ms())]
+    pub notify_interval_ms: u64,
     #[command(flatten)]
     pub timing: Timing,
+}
+
+/// `--notify`: the library's `PostgresWakeup` modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NotifyMode {
+    /// `NOTIFY` after commit, coalesced, in the background.
+    AfterCommit,
+    /// `pg_notify` inside the transaction, with the last `INSERT`.
+    InTransaction,
+    /// No `NOTIFY`.
+    Off,
+}
+
+impl NotifyMode {
+    fn library_default() -> Self {
+        match PostgresWakeup::default() {
+            PostgresWakeup::AfterCommit { .. } => Self::AfterCommit,
+            PostgresWakeup::InTransaction => Self::InTransaction,
+            _ => Self::Off,
+        }
+    }
+
+    fn wakeup(self, interval_ms: u64) -> PostgresWakeup {
+        match self {
+            Self::AfterCommit => PostgresWakeup::AfterCommit {
+                min_interval: Duration::from_millis(interval_ms),
+            },
+            Self::InTransaction => PostgresWakeup::InTransaction,
+            Self::Off => PostgresWakeup::Off,
+        }
+    }
+}
+
+fn default_interval_ms() -> u64 {
+    u64::try_from(PostgresWakeup::DEFAULT_MIN_INTERVAL.as_millis()).unwrap_or(u64::MAX)
 }
 
 mod orders {
@@ -311,14 +353,15 @@ pub async fn run(args: WriteArgs) -> Result<(), BoxError> {
         Some((server, _)) => format!("{server}/{database}"),
         None => return Err("the database URL has no database name".into()),
     };
-    let result = run_on(&url, &args.timing).await;
+    let wakeup = args.notify.wakeup(args.notify_interval_ms);
+    let result = run_on(&url, &args.timing, wakeup).await;
     admin
         .execute_unprepared(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
         .await?;
     result
 }
 
-async fn run_on(url: &str, timing: &Timing) -> Result<(), BoxError> {
+async fn run_on(url: &str, timing: &Timing, wakeup: PostgresWakeup) -> Result<(), BoxError> {
     let max_clients = timing.clients.iter().copied().max().unwrap_or(1);
     let pool_size = u32::try_from(max_clients + 2).unwrap_or(u32::MAX);
     let mut options = ConnectOptions::new(url.to_owned());
@@ -332,11 +375,7 @@ async fn run_on(url: &str, timing: &Timing) -> Result<(), BoxError> {
         .await?;
     db.execute(&schema.create_table_from_entity(order_lines::Entity))
         .await?;
-    let outbox = if std::env::var("BENCH_NO_NOTIFY").is_ok() {
-        Outbox::builder().notify_channel(None).build()?
-    } else {
-        Outbox::default()
-    };
+    let outbox = Outbox::builder().postgres_wakeup(wakeup).build()?;
     outbox_seaorm::schema::install(&db, &outbox).await?;
     let pool = db.get_postgres_connection_pool().clone();
     let bench = Arc::new(Bench { db, pool, outbox });
@@ -350,6 +389,7 @@ async fn run_on(url: &str, timing: &Timing) -> Result<(), BoxError> {
         "write side on PostgreSQL: order + 3 lines (+ 1 outbox row), {} s x {} rounds per cell",
         timing.seconds, timing.rounds
     );
+    println!("unit of work wake-up: {wakeup:?} (raw SQL: none)");
     println!(
         "{:>7}  {:>12}  {:>14}  {:>14}  {:>6}  {:>6}",
         "clients", "(a) raw tx/s", "(b) uow tx/s", "(c) biz tx/s", "b/a", "b/c"
@@ -377,5 +417,10 @@ async fn run_on(url: &str, timing: &Timing) -> Result<(), BoxError> {
     let outbox_rows = count(&bench.pool, "SELECT count(*) FROM outbox").await?;
     let orders = count(&bench.pool, "SELECT count(*) FROM orders").await?;
     println!("checked: {orders} orders and {outbox_rows} outbox rows written");
+    let stats = bench.outbox.wakeup_stats();
+    println!(
+        "after-commit notifier: {} wake-ups requested, {} NOTIFY sent, {} failed",
+        stats.requested, stats.sent, stats.failed
+    );
     Ok(())
 }

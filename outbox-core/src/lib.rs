@@ -7,6 +7,11 @@
 //! header mapping every broker adapter shares, the contract [`registry`], JSON Schema /
 //! AsyncAPI [`schema`] export and the breaking-change [`compat`] check.
 //!
+//! For relays and brokers: the [`Publisher`] contract with its classified
+//! [`PublishError`] ([`publish`]), an [`in_process`] broker for tests and demos, the relay
+//! [`policy`] types (ordering, dead-letter policy, backoff with jitter) and the [`metric`]
+//! names.
+//!
 //! ```
 //! use outbox_core::{Envelope, IntegrationEvent};
 //! use schemars::JsonSchema;
@@ -36,8 +41,12 @@ pub mod cloudevents;
 pub mod compat;
 pub mod envelope;
 mod event;
+pub mod in_process;
 pub mod mapping;
+pub mod metric;
 pub mod name;
+pub mod policy;
+pub mod publish;
 pub mod registry;
 pub mod schema;
 
@@ -51,6 +60,7 @@ pub mod __private;
 pub use envelope::{DecodeError, EncodeError, Envelope, EnvelopeConfig};
 pub use event::IntegrationEvent;
 pub use mapping::DomainEvent;
+pub use publish::{PublishError, Publisher};
 pub use registry::{ContractRegistration, ContractRegistry, RegistryError};
 
 /// Derives [`IntegrationEvent`](trait@IntegrationEvent) for a contract struct or serde-tagged

@@ -12,6 +12,7 @@
 //! | envelope encoding | [`EnvelopeConfig::default`] (256 KiB payload limit) |
 //! | clock | [`SystemClock`] (microseconds) |
 //! | PostgreSQL `NOTIFY` channel | `outbox_pending` ([`DEFAULT_NOTIFY_CHANNEL`]) |
+//! | PostgreSQL wake-up | [`PostgresWakeup::AfterCommit`], at most one `NOTIFY` per 5 ms per database |
 //! | SQLite transactions | `BEGIN IMMEDIATE` |
 //! | trace context | [`trace::default_source`] |
 //!
@@ -43,6 +44,7 @@ use crate::table::{
     validate_identifier,
 };
 use crate::trace::{self, TraceContextSource};
+use crate::wakeup::{Notifier, PostgresWakeup, WakeupStats};
 
 /// Default outbox table name.
 pub const DEFAULT_OUTBOX_TABLE: &str = "outbox";
@@ -72,6 +74,8 @@ struct Settings {
     envelope: EnvelopeConfig,
     clock: Arc<dyn Clock>,
     notify_channel: Option<String>,
+    wakeup: PostgresWakeup,
+    notifier: Notifier,
     sqlite_begin_immediate: bool,
     trace_source: TraceContextSource,
 }
@@ -125,6 +129,7 @@ pub struct OutboxBuilder {
     envelope: EnvelopeConfig,
     clock: Arc<dyn Clock>,
     notify_channel: Option<String>,
+    wakeup: PostgresWakeup,
     sqlite_begin_immediate: bool,
     trace_source: TraceContextSource,
 }
@@ -141,6 +146,7 @@ impl Default for OutboxBuilder {
             envelope: EnvelopeConfig::default(),
             clock: Arc::new(SystemClock),
             notify_channel: Some(DEFAULT_NOTIFY_CHANNEL.to_owned()),
+            wakeup: PostgresWakeup::default(),
             sqlite_begin_immediate: true,
             trace_source: trace::default_source(),
         }
@@ -203,11 +209,20 @@ impl OutboxBuilder {
         self
     }
 
-    /// The PostgreSQL channel a commit notifies (`SELECT pg_notify(channel, '')` inside the
-    /// transaction, delivered on commit) so relays wake up early; `None` disables it.
-    /// Default `outbox_pending`. Ignored on other backends.
+    /// The PostgreSQL channel a commit notifies so that listening relays wake up early (how
+    /// and when: [`postgres_wakeup`](Self::postgres_wakeup)); `None` disables notifications
+    /// like [`PostgresWakeup::Off`]. Default `outbox_pending`. Ignored on other backends.
     pub fn notify_channel(mut self, channel: Option<&str>) -> Self {
         self.notify_channel = channel.map(str::to_owned);
+        self
+    }
+
+    /// How a commit on PostgreSQL notifies the [`notify_channel`](Self::notify_channel)
+    /// (default [`PostgresWakeup::AfterCommit`] with a 5 ms `min_interval`: after `COMMIT`,
+    /// coalesced, off the caller's path). See [`crate::wakeup`] for the modes and their
+    /// trade-offs. Ignored on other backends.
+    pub fn postgres_wakeup(mut self, wakeup: PostgresWakeup) -> Self {
+        self.wakeup = wakeup;
         self
     }
 
@@ -272,7 +287,9 @@ impl OutboxBuilder {
             chunk_bytes: self.chunk_bytes,
             envelope: self.envelope,
             clock: self.clock,
+            notifier: Notifier::new(self.notify_channel.clone(), self.wakeup),
             notify_channel: self.notify_channel,
+            wakeup: self.wakeup,
             sqlite_begin_immediate: self.sqlite_begin_immediate,
             trace_source: self.trace_source,
         })))
@@ -293,7 +310,9 @@ impl Default for Outbox {
             chunk_bytes: defaults.chunk_bytes,
             envelope: defaults.envelope,
             clock: defaults.clock,
+            notifier: Notifier::new(defaults.notify_channel.clone(), defaults.wakeup),
             notify_channel: defaults.notify_channel,
+            wakeup: defaults.wakeup,
             sqlite_begin_immediate: defaults.sqlite_begin_immediate,
             trace_source: defaults.trace_source,
         }))
@@ -364,6 +383,38 @@ impl Outbox {
         self.0.notify_channel.as_deref()
     }
 
+    /// How commits on PostgreSQL notify the channel (see [`crate::wakeup`]).
+    pub fn postgres_wakeup(&self) -> PostgresWakeup {
+        self.0.wakeup
+    }
+
+    /// The counters of this outbox's after-commit notifier (shared by its clones): wake-ups
+    /// requested by commits, `NOTIFY`s sent, failures. All zero unless
+    /// [`PostgresWakeup::AfterCommit`] is used on PostgreSQL.
+    pub fn wakeup_stats(&self) -> WakeupStats {
+        self.0.notifier.stats()
+    }
+
+    /// The channel to notify after `COMMIT`, when that is the configured wake-up.
+    pub(crate) fn after_commit_channel(&self) -> Option<&str> {
+        match self.0.wakeup {
+            PostgresWakeup::AfterCommit { .. } => self.notify_channel(),
+            _ => None,
+        }
+    }
+
+    /// The channel to notify inside the transaction, when that is the configured wake-up.
+    pub(crate) fn in_transaction_channel(&self) -> Option<&str> {
+        match self.0.wakeup {
+            PostgresWakeup::InTransaction => self.notify_channel(),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn notifier(&self) -> &Notifier {
+        &self.0.notifier
+    }
+
     /// Whether SQLite units of work begin with `BEGIN IMMEDIATE`.
     pub fn sqlite_begin_immediate(&self) -> bool {
         self.0.sqlite_begin_immediate
@@ -388,10 +439,27 @@ mod tests {
         assert_eq!(outbox.chunk_rows(), 1_000);
         assert_eq!(outbox.chunk_bytes(), 4 * 1024 * 1024);
         assert_eq!(outbox.notify_channel(), Some("outbox_pending"));
+        assert_eq!(
+            outbox.postgres_wakeup(),
+            PostgresWakeup::AfterCommit {
+                min_interval: std::time::Duration::from_millis(5)
+            }
+        );
+        assert_eq!(outbox.wakeup_stats(), WakeupStats::default());
         assert!(outbox.sqlite_begin_immediate());
         let built = Outbox::builder().build().unwrap();
         assert_eq!(built.outbox_table(), outbox.outbox_table());
         assert_eq!(built.columns(), outbox.columns());
+        assert_eq!(built.postgres_wakeup(), outbox.postgres_wakeup());
+        let strict = Outbox::builder()
+            .postgres_wakeup(PostgresWakeup::InTransaction)
+            .build()
+            .unwrap();
+        assert_eq!(strict.in_transaction_channel(), Some("outbox_pending"));
+        assert_eq!(strict.after_commit_channel(), None);
+        assert_eq!(outbox.after_commit_channel(), Some("outbox_pending"));
+        let silent = Outbox::builder().notify_channel(None).build().unwrap();
+        assert_eq!(silent.after_commit_channel(), None);
     }
 
     #[test]

@@ -43,7 +43,9 @@ pub enum CommitError {
         /// The limit.
         max: usize,
     },
-    /// Writing the outbox rows (or the `NOTIFY`) failed; the transaction was rolled back.
+    /// Writing the outbox rows failed (with
+    /// [`PostgresWakeup::InTransaction`](crate::PostgresWakeup::InTransaction), the last
+    /// `INSERT` also runs the `NOTIFY`); the transaction was rolled back.
     #[error("writing the outbox rows failed, the unit of work was rolled back: {0}")]
     Database(#[source] DbErr),
     /// `COMMIT` itself failed. The database normally rolled back; if the connection was

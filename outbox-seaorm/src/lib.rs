@@ -109,7 +109,13 @@
 //! - [`table`]: validated table names and the Debezium column naming;
 //! - [`partition`]: the partition function (FNV-1a), spelled out for other languages;
 //! - [`record`]: reading outbox rows back;
+//! - [`relay`]: the [`Relay`](relay::Relay) that publishes the rows (claiming, leases,
+//!   retries, dead letters, `NOTIFY` wake-up) and the [fast path](relay::fast_path);
+//! - [`ops`]: status, dead letters, requeue / skip, retention cleanup (and the `cli`
+//!   feature's command line, module `cli`);
 //! - [`trace`]: W3C trace context (the `otel` feature reads the current span's);
+//! - [`wakeup`]: how a commit on PostgreSQL wakes up listening relays ([`PostgresWakeup`]:
+//!   after commit, coalesced — the default —, in the transaction, or off);
 //! - [`error`]: [`CommitError`], [`UnitOfWorkError`].
 //!
 //! # No bypass
@@ -129,7 +135,7 @@
 //!
 //! ```compile_fail
 //! # async fn relay(txn: &sea_orm::DatabaseTransaction, outbox: &outbox_seaorm::Outbox) -> Result<(), sea_orm::DbErr> {
-//! outbox_seaorm::write::insert(txn, outbox, Vec::new()).await?;
+//! outbox_seaorm::write::insert(txn, outbox, Vec::new(), None).await?;
 //! # Ok(()) }
 //! ```
 //!
@@ -157,21 +163,32 @@
 //!
 //! # Cargo features
 //!
+//! - `cli`: the embeddable `outbox` operations command line (`status`, `dead list|show`,
+//!   `requeue`, `skip`, `purge`, `purge-inbox`), with clap.
 //! - `otel`: `trace::current_span_context` reads the OpenTelemetry context of the current
 //!   `tracing` span (through `tracing-opentelemetry`) and becomes the default trace hook.
 
 pub mod config;
 pub mod error;
 pub mod migration;
+pub mod ops;
 pub mod partition;
 pub mod record;
+pub mod relay;
 pub mod schema;
 pub mod table;
 pub mod trace;
 pub mod unit_of_work;
+pub mod wakeup;
 mod write;
+
+#[cfg(feature = "cli")]
+pub mod cli;
 
 pub use config::{ConfigError, Outbox, OutboxBuilder};
 pub use error::{CommitError, UnitOfWorkError};
 pub use outbox_core as core;
-pub use unit_of_work::{CommitReport, MapperRef, UnitOfWork, UnitOfWorkBuilder};
+pub use unit_of_work::{
+    CommitReport, CommitWakeup, MapperRef, UnitOfWork, UnitOfWorkBuilder, UnitOfWorkConnection,
+};
+pub use wakeup::PostgresWakeup;

@@ -27,11 +27,12 @@
 //! assert_eq!(names, [
 //!     "m20260501_000001_create_outbox_table__ordering_outbox",
 //!     "m20260501_000002_create_inbox_table__ordering_inbox",
+//!     "m20260601_000001_create_relay_tables__ordering_outbox",
 //! ]);
 //! ```
 //!
 //! `up` runs the same idempotent statements as [`schema::install`];
-//! `down` drops the table.
+//! `down` drops the table(s).
 
 use sea_orm::DbErr;
 use sea_orm_migration::{MigrationName, MigrationTrait, SchemaManager};
@@ -123,10 +124,54 @@ impl MigrationTrait for CreateInboxTable {
     }
 }
 
-/// Both migrations of `outbox`, outbox table first.
+/// Creates the relay's tables (leases, instances, operator log) and the dead-row index,
+/// see [`crate::relay::tables`].
+#[derive(Debug, Clone)]
+pub struct CreateRelayTables {
+    outbox: Outbox,
+    name: String,
+}
+
+impl CreateRelayTables {
+    /// The migration for `outbox`'s relay tables, named
+    /// `m20260601_000001_create_relay_tables__<outbox table>`.
+    pub fn new(outbox: &Outbox) -> Self {
+        Self {
+            name: format!(
+                "m20260601_000001_create_relay_tables__{}",
+                outbox.outbox_table()
+            ),
+            outbox: outbox.clone(),
+        }
+    }
+}
+
+impl MigrationName for CreateRelayTables {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for CreateRelayTables {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let statements =
+            schema::statements(manager.get_database_backend(), &self.outbox, Tables::Relay)?;
+        schema::execute_all(manager.get_connection(), statements).await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let statements =
+            crate::relay::tables::drop_statements(manager.get_database_backend(), &self.outbox);
+        schema::execute_all(manager.get_connection(), statements).await
+    }
+}
+
+/// Every migration of `outbox`: outbox table, inbox table, relay tables.
 pub fn migrations(outbox: &Outbox) -> Vec<Box<dyn MigrationTrait>> {
     vec![
         Box::new(CreateOutboxTable::new(outbox)),
         Box::new(CreateInboxTable::new(outbox)),
+        Box::new(CreateRelayTables::new(outbox)),
     ]
 }

@@ -50,7 +50,11 @@ fn optional<T: TryGetable>(row: &QueryResult, pre: &str, column: &str) -> Result
 }
 
 fn uuid(row: &QueryResult, pre: &str, column: &str) -> Result<Option<Uuid>, DbErr> {
-    // Native `uuid` on PostgreSQL, hyphenated text elsewhere.
+    // Native `uuid` on PostgreSQL, hyphenated text elsewhere. The backend is asked first:
+    // a failed `try_get` builds an error message, which a relay would pay for every row.
+    if row.try_as_pg_row().is_some() {
+        return optional::<Uuid>(row, pre, column);
+    }
     if let Ok(value) = optional::<String>(row, pre, column) {
         return value
             .map(|text| Uuid::parse_str(&text).map_err(|error| type_error(column, error)))
@@ -61,6 +65,9 @@ fn uuid(row: &QueryResult, pre: &str, column: &str) -> Result<Option<Uuid>, DbEr
 
 fn timestamp(row: &QueryResult, pre: &str, column: &str) -> Result<Option<DateTime<Utc>>, DbErr> {
     // `timestamptz` on PostgreSQL, `datetime(6)` (UTC) on MariaDB, RFC 3339 text on SQLite.
+    if row.try_as_mysql_row().is_some() {
+        return Ok(optional::<NaiveDateTime>(row, pre, column)?.map(|naive| naive.and_utc()));
+    }
     if let Ok(value) = optional::<DateTime<Utc>>(row, pre, column) {
         return Ok(value);
     }
@@ -78,6 +85,9 @@ fn timestamp(row: &QueryResult, pre: &str, column: &str) -> Result<Option<DateTi
 
 fn json(row: &QueryResult, pre: &str, column: &str) -> Result<serde_json::Value, DbErr> {
     // `jsonb` on PostgreSQL, JSON text elsewhere.
+    if row.try_as_pg_row().is_some() {
+        return row.try_get::<serde_json::Value>(pre, column);
+    }
     if let Ok(text) = row.try_get::<String>(pre, column) {
         return serde_json::from_str(&text).map_err(|error| type_error(column, error));
     }

@@ -20,8 +20,8 @@
 //!   (`0191a0b2-…-…`), readable from any language and by Debezium.
 //! - SQLite timestamps are fixed-width `YYYY-MM-DDTHH:MM:SS.ffffffZ`, so text order is time
 //!   order. MariaDB `datetime(6)` values are UTC.
-//! - `status` is text (`pending`, `published`, `dead`, checked by a constraint) rather than a
-//!   number, so that other tools and languages read it without a lookup table.
+//! - `status` is text (`pending`, `published`, `dead`, `skipped`, checked by a constraint)
+//!   rather than a number, so that other tools and languages read it without a lookup table.
 //! - `partition` is `fnv1a_64(aggregate_id) % partitions` ([`crate::partition`]).
 //! - `headers` is a JSON object of strings, `{}` when empty; `payload` is the contract.
 //! - `next_attempt_at` is set to the commit time, so a new row is claimable at once.
@@ -78,8 +78,12 @@ pub enum OutboxStatus {
     Pending,
     /// Published to the broker.
     Published,
-    /// Given up on after too many attempts or skipped by an operator.
+    /// Given up on by the relay: too many transient failures, or a permanent one.
+    /// Waits for an operator (requeue or skip).
     Dead,
+    /// Given up on by an operator (`skip`, recorded in the operator log): never published,
+    /// never blocks its aggregate.
+    Skipped,
 }
 
 impl OutboxStatus {
@@ -89,6 +93,7 @@ impl OutboxStatus {
             Self::Pending => "pending",
             Self::Published => "published",
             Self::Dead => "dead",
+            Self::Skipped => "skipped",
         }
     }
 
@@ -98,6 +103,7 @@ impl OutboxStatus {
             "pending" => Some(Self::Pending),
             "published" => Some(Self::Published),
             "dead" => Some(Self::Dead),
+            "skipped" => Some(Self::Skipped),
             _ => None,
         }
     }
@@ -217,6 +223,7 @@ fn outbox_statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
                 OutboxStatus::Pending.as_str(),
                 OutboxStatus::Published.as_str(),
                 OutboxStatus::Dead.as_str(),
+                OutboxStatus::Skipped.as_str(),
             ]));
             def
         })
@@ -334,6 +341,9 @@ fn check_backend(backend: DbBackend, outbox: &Outbox) -> Result<(), DbErr> {
 pub(crate) enum Tables {
     Outbox,
     Inbox,
+    /// The relay's tables ([`crate::relay::tables`]); needs the outbox table.
+    Relay,
+    /// Outbox, inbox and relay tables.
     Both,
 }
 
@@ -350,11 +360,15 @@ pub(crate) fn statements(
     if matches!(tables, Tables::Inbox | Tables::Both) {
         statements.extend(inbox_statements(backend, outbox));
     }
+    if matches!(tables, Tables::Relay | Tables::Both) {
+        statements.extend(crate::relay::tables::statements(backend, outbox));
+    }
     Ok(statements)
 }
 
-/// The DDL creating the outbox and inbox tables and their indexes on `backend`, each
-/// statement idempotent (`IF NOT EXISTS`).
+/// The DDL creating the outbox and inbox tables, the relay's tables
+/// ([`crate::relay::tables`]) and their indexes on `backend`, each statement idempotent
+/// (`IF NOT EXISTS`).
 ///
 /// ```
 /// use outbox_seaorm::{Outbox, schema};
@@ -387,7 +401,8 @@ pub(crate) async fn execute_all<C: ConnectionTrait>(
     Ok(())
 }
 
-/// Creates the outbox and inbox tables and their indexes unless they exist.
+/// Creates the outbox and inbox tables, the relay's tables and their indexes unless they
+/// exist.
 ///
 /// Runs on any connection: a pool, a transaction (DDL is transactional on PostgreSQL and
 /// SQLite, not on MariaDB), or a migration's connection.
@@ -430,6 +445,7 @@ mod tests {
             OutboxStatus::Pending,
             OutboxStatus::Published,
             OutboxStatus::Dead,
+            OutboxStatus::Skipped,
         ] {
             assert_eq!(OutboxStatus::parse(status.as_str()), Some(status));
         }
@@ -457,7 +473,7 @@ mod tests {
             r#""message_id" uuid NOT NULL"#,
             r#""payload" jsonb NOT NULL"#,
             r#""occurred_at" timestamptz NOT NULL"#,
-            r#"CHECK ("status" IN ('pending', 'published', 'dead'))"#,
+            r#"CHECK ("status" IN ('pending', 'published', 'dead', 'skipped'))"#,
             r#"CREATE UNIQUE INDEX IF NOT EXISTS "outbox_message_id_key" ON "outbox" ("message_id")"#,
             r#"CREATE INDEX IF NOT EXISTS "outbox_pending_partition_idx" ON "outbox" ("partition", "seq") WHERE "status" = 'pending'"#,
             r#"CONSTRAINT "inbox_pkey" PRIMARY KEY ("message_id", "consumer")"#,

@@ -15,9 +15,13 @@
 //!    clock's time when the event was *raised*, `created_at` its time at commit);
 //! 3. stamp every envelope with the unit of work's correlation id, causation id, trace
 //!    context and headers;
-//! 4. insert the rows in chunks, one multi-row `INSERT` per chunk;
-//! 5. on PostgreSQL, `SELECT pg_notify(channel, '')` (delivered on commit only);
-//! 6. `COMMIT`.
+//! 4. insert the rows in chunks, one multi-row `INSERT` per chunk (with
+//!    [`PostgresWakeup::InTransaction`](crate::PostgresWakeup::InTransaction), the last one
+//!    also runs `pg_notify`, in the same statement);
+//! 5. `COMMIT`;
+//! 6. on PostgreSQL with the default [`PostgresWakeup::AfterCommit`](crate::PostgresWakeup),
+//!    signal the outbox's notifier, which sends a coalesced `NOTIFY` in the background (see
+//!    [`crate::wakeup`]).
 //!
 //! Any failure before `COMMIT` rolls everything back — business rows included — and returns
 //! a [`CommitError`]. Dropping a unit of work without committing rolls it back, as does
@@ -50,6 +54,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use chrono::{DateTime, Utc};
@@ -57,9 +62,9 @@ use outbox_core::clock::Clock;
 use outbox_core::mapping::{ContractMapper, ContractSink};
 use outbox_core::{Envelope, Raise};
 use sea_orm::{
-    AccessMode, ConnectionTrait, DatabaseTransaction, DbBackend, DbErr, ExecResult, IsolationLevel,
-    QueryResult, SqliteTransactionMode, Statement, StreamTrait, TransactionOptions,
-    TransactionStream, TransactionTrait,
+    AccessMode, ConnectionTrait, DatabaseConnection, DatabaseExecutor, DatabaseTransaction,
+    DbBackend, DbErr, ExecResult, IsolationLevel, QueryResult, SqliteTransactionMode, Statement,
+    StreamTrait, TransactionOptions, TransactionStream, TransactionTrait,
 };
 use tracing::Instrument as _;
 use uuid::Uuid;
@@ -67,6 +72,7 @@ use uuid::Uuid;
 use crate::config::Outbox;
 use crate::error::{CommitError, UnitOfWorkError};
 use crate::trace::TraceContext;
+use crate::wakeup::{Target, WakeupTarget};
 use crate::write;
 
 /// A business transaction with an event buffer. See the [module documentation](self).
@@ -85,6 +91,62 @@ pub struct UnitOfWork<E: 'static> {
     causation_id: Option<Uuid>,
     trace: Option<TraceContext>,
     headers: BTreeMap<String, String>,
+    /// Where the after-commit wake-up goes (nowhere unless
+    /// [`PostgresWakeup::AfterCommit`](crate::PostgresWakeup) on PostgreSQL).
+    wakeup: Target,
+    /// Raised by nested units of work that wrote rows: wake up after this one commits, even
+    /// if it wrote none itself. `Some` exactly when `wakeup` goes somewhere.
+    nested_wrote: Option<Arc<AtomicBool>>,
+}
+
+/// What a unit of work can begin on: a [`DatabaseConnection`] (a pool), a
+/// [`DatabaseTransaction`] or another [`UnitOfWork`] (both nest as a savepoint), or a
+/// [`DatabaseExecutor`] holding one of these.
+///
+/// Besides SeaORM's traits, it tells where the after-commit wake-up of the unit of work goes
+/// ([`crate::wakeup`]). Implement it for a wrapper of your own by delegating
+/// `wakeup_target` to the connection it wraps.
+pub trait UnitOfWorkConnection:
+    ConnectionTrait + TransactionTrait<Transaction = DatabaseTransaction>
+{
+    /// Where [`PostgresWakeup::AfterCommit`](crate::PostgresWakeup::AfterCommit) sends the
+    /// notification of a unit of work begun on this connection. Default:
+    /// [`WakeupTarget::none`] (relays find the rows at their next poll). Called only when
+    /// that wake-up is configured and the backend is PostgreSQL.
+    fn wakeup_target(&self) -> WakeupTarget {
+        WakeupTarget::none()
+    }
+}
+
+/// Notifies on this pool.
+impl UnitOfWorkConnection for DatabaseConnection {
+    fn wakeup_target(&self) -> WakeupTarget {
+        WakeupTarget::pool(self)
+    }
+}
+
+/// Nothing: the caller commits the transaction, not the unit of work.
+impl UnitOfWorkConnection for DatabaseTransaction {}
+
+/// As the connection or transaction it holds.
+impl UnitOfWorkConnection for DatabaseExecutor<'_> {
+    fn wakeup_target(&self) -> WakeupTarget {
+        match self {
+            DatabaseExecutor::Connection(db) => WakeupTarget::pool(db),
+            _ => WakeupTarget::none(),
+        }
+    }
+}
+
+/// A nested unit of work hands its wake-up to this one, which requests it after its own
+/// `COMMIT`.
+impl<E: Send + 'static> UnitOfWorkConnection for UnitOfWork<E> {
+    fn wakeup_target(&self) -> WakeupTarget {
+        match &self.nested_wrote {
+            Some(flag) => WakeupTarget(Target::Enclosing(Arc::clone(flag))),
+            None => WakeupTarget::none(),
+        }
+    }
 }
 
 /// The mapper of a unit of work, shared without copying it: a `&'static` reference or an
@@ -170,10 +232,40 @@ pub struct CommitReport {
     pub rows: usize,
     /// Multi-row `INSERT` statements executed.
     pub chunks: usize,
-    /// Whether a PostgreSQL notification was sent.
-    pub notified: bool,
+    /// The wake-up of listening relays this commit requested (PostgreSQL).
+    pub wakeup: CommitWakeup,
     /// The message ids of the rows written, in insert order.
     pub message_ids: Vec<Uuid>,
+}
+
+/// The wake-up of listening relays a commit requested: [`CommitReport::wakeup`]. See
+/// [`crate::wakeup`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CommitWakeup {
+    /// None: no outbox row was written (by this unit of work or one nested in it), the
+    /// backend is not PostgreSQL, notifications are off
+    /// ([`PostgresWakeup::Off`](crate::PostgresWakeup::Off) or no channel), or the unit of
+    /// work began on a plain transaction.
+    None,
+    /// `pg_notify` ran inside the transaction
+    /// ([`PostgresWakeup::InTransaction`](crate::PostgresWakeup::InTransaction)): delivered
+    /// with the commit.
+    InTransaction,
+    /// The after-commit notifier was signalled
+    /// ([`PostgresWakeup::AfterCommit`](crate::PostgresWakeup::AfterCommit)): a coalesced
+    /// `NOTIFY` follows within `min_interval` plus a round trip, best effort.
+    AfterCommit,
+    /// A unit of work nested in another one: the enclosing unit of work requests the wake-up
+    /// after its own `COMMIT`.
+    Enclosing,
+}
+
+impl CommitWakeup {
+    /// Whether a wake-up was requested (anything but [`None`](Self::None)).
+    pub fn is_requested(self) -> bool {
+        self != Self::None
+    }
 }
 
 enum TraceChoice {
@@ -238,7 +330,7 @@ impl<E: 'static> UnitOfWorkBuilder<E> {
     /// The database's error when `BEGIN` fails.
     pub async fn begin<C>(self, db: &C) -> Result<UnitOfWork<E>, DbErr>
     where
-        C: ConnectionTrait + TransactionTrait<Transaction = DatabaseTransaction>,
+        C: UnitOfWorkConnection,
     {
         let options = TransactionOptions {
             sqlite_transaction_mode: (db.get_database_backend() == DbBackend::Sqlite
@@ -247,6 +339,15 @@ impl<E: 'static> UnitOfWorkBuilder<E> {
             ..TransactionOptions::default()
         };
         let txn = db.begin_with_options(options).await?;
+        let wakeup = if self.outbox.after_commit_channel().is_some()
+            && db.get_database_backend() == DbBackend::Postgres
+        {
+            db.wakeup_target().0
+        } else {
+            Target::None
+        };
+        let nested_wrote =
+            (!matches!(wakeup, Target::None)).then(|| Arc::new(AtomicBool::new(false)));
         let source = self.outbox.trace_context_source();
         let trace = match self.trace {
             TraceChoice::FromSource => source(),
@@ -262,6 +363,8 @@ impl<E: 'static> UnitOfWorkBuilder<E> {
             causation_id: self.causation_id,
             trace,
             headers: self.headers,
+            wakeup,
+            nested_wrote,
         })
     }
 
@@ -275,7 +378,7 @@ impl<E: 'static> UnitOfWorkBuilder<E> {
     /// [`UnitOfWorkError::Commit`].
     pub async fn transaction<C, T, Err, F>(self, db: &C, work: F) -> Result<T, UnitOfWorkError<Err>>
     where
-        C: ConnectionTrait + TransactionTrait<Transaction = DatabaseTransaction>,
+        C: UnitOfWorkConnection,
         F: for<'u> AsyncFnOnce(&'u UnitOfWork<E>) -> Result<T, Err>,
     {
         let uow = self.begin(db).await.map_err(UnitOfWorkError::Begin)?;
@@ -321,7 +424,7 @@ impl Outbox {
         mapper: impl Into<MapperRef<E>>,
     ) -> Result<UnitOfWork<E>, DbErr>
     where
-        C: ConnectionTrait + TransactionTrait<Transaction = DatabaseTransaction>,
+        C: UnitOfWorkConnection,
     {
         self.unit_of_work(mapper).begin(db).await
     }
@@ -338,7 +441,7 @@ impl Outbox {
         incoming: &Envelope,
     ) -> Result<UnitOfWork<E>, DbErr>
     where
-        C: ConnectionTrait + TransactionTrait<Transaction = DatabaseTransaction>,
+        C: UnitOfWorkConnection,
     {
         self.unit_of_work(mapper)
             .caused_by(incoming)
@@ -358,7 +461,7 @@ impl Outbox {
         work: F,
     ) -> Result<T, UnitOfWorkError<Err>>
     where
-        C: ConnectionTrait + TransactionTrait<Transaction = DatabaseTransaction>,
+        C: UnitOfWorkConnection,
         F: for<'u> AsyncFnOnce(&'u UnitOfWork<E>) -> Result<T, Err>,
     {
         self.unit_of_work(mapper).transaction(db, work).await
@@ -373,7 +476,7 @@ impl<E: 'static> UnitOfWork<E> {
     /// The database's error when `BEGIN` fails.
     pub async fn begin<C>(db: &C, mapper: impl Into<MapperRef<E>>) -> Result<Self, DbErr>
     where
-        C: ConnectionTrait + TransactionTrait<Transaction = DatabaseTransaction>,
+        C: UnitOfWorkConnection,
     {
         Outbox::default_ref().begin(db, mapper).await
     }
@@ -431,8 +534,12 @@ impl<E: 'static> UnitOfWork<E> {
         self.txn.rollback().await
     }
 
-    /// Maps the raised events to contracts, writes them to the outbox, notifies (PostgreSQL)
-    /// and commits. See the [module documentation](self).
+    /// Maps the raised events to contracts, writes them to the outbox, commits, and requests
+    /// a wake-up of listening relays on PostgreSQL ([`crate::wakeup`];
+    /// [`CommitReport::wakeup`] says which). See the [module documentation](self).
+    ///
+    /// A failed after-commit `NOTIFY` is never returned: it is logged, counted in
+    /// [`Outbox::wakeup_stats`], and relays find the rows at their next poll.
     ///
     /// # Errors
     /// A [`CommitError`]; except for [`CommitError::Commit`], the transaction was rolled back
@@ -447,6 +554,8 @@ impl<E: 'static> UnitOfWork<E> {
             causation_id,
             trace,
             headers,
+            wakeup,
+            nested_wrote,
         } = self;
         let events = events
             .into_inner()
@@ -467,8 +576,23 @@ impl<E: 'static> UnitOfWork<E> {
                 headers,
             };
             match write_events(&txn, &outbox, mapper.get(), &events, stamp).await {
-                Ok(report) => {
+                Ok(mut report) => {
                     txn.commit().await.map_err(CommitError::Commit)?;
+                    let wrote = report.rows > 0
+                        || nested_wrote.is_some_and(|flag| flag.load(Ordering::Acquire));
+                    if wrote {
+                        match wakeup {
+                            Target::None => {}
+                            Target::Pool(db) => {
+                                outbox.notifier().signal(db);
+                                report.wakeup = CommitWakeup::AfterCommit;
+                            }
+                            Target::Enclosing(flag) => {
+                                flag.store(true, Ordering::Release);
+                                report.wakeup = CommitWakeup::Enclosing;
+                            }
+                        }
+                    }
                     let span = tracing::Span::current();
                     span.record("outbox.rows", report.rows);
                     span.record("outbox.chunks", report.chunks);
@@ -548,22 +672,26 @@ async fn write_events<E>(
         rows.push(write::prepare(backend, outbox, envelope, created_at)?);
     }
     let row_count = rows.len();
-    let (chunks, notified) = if row_count == 0 {
-        (0, false)
+    let notify_channel = outbox
+        .in_transaction_channel()
+        .filter(|_| backend == DbBackend::Postgres);
+    let (chunks, wakeup) = if row_count == 0 {
+        (0, CommitWakeup::None)
     } else {
-        let chunks = write::insert(txn, outbox, rows)
+        let chunks = write::insert(txn, outbox, rows, notify_channel)
             .await
             .map_err(CommitError::Database)?;
-        let notified = write::notify(txn, outbox)
-            .await
-            .map_err(CommitError::Database)?;
-        (chunks, notified)
+        let wakeup = match notify_channel {
+            Some(_) => CommitWakeup::InTransaction,
+            None => CommitWakeup::None,
+        };
+        (chunks, wakeup)
     };
     Ok(CommitReport {
         events: events.len(),
         rows: row_count,
         chunks,
-        notified,
+        wakeup,
         message_ids,
     })
 }

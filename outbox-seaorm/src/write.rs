@@ -252,12 +252,14 @@ fn insert_statement(
     Ok(backend.build(&insert))
 }
 
-/// Inserts the rows on the transaction, one multi-row `INSERT` per chunk. Returns the
-/// number of statements executed.
+/// Inserts the rows on the transaction, one multi-row `INSERT` per chunk. With
+/// `notify_channel` (PostgreSQL only), the last chunk's statement also notifies it (see
+/// [`notify_with`]). Returns the number of statements executed.
 pub(crate) async fn insert(
     txn: &DatabaseTransaction,
     outbox: &Outbox,
     rows: Vec<PreparedRow>,
+    notify_channel: Option<&str>,
 ) -> Result<usize, DbErr> {
     let backend = txn.get_database_backend();
     let chunks = chunk(
@@ -266,29 +268,40 @@ pub(crate) async fn insert(
         outbox.chunk_bytes(),
     );
     let count = chunks.len();
-    for rows in chunks {
-        let statement = insert_statement(backend, outbox, rows)?;
+    for (index, rows) in chunks.into_iter().enumerate() {
+        let mut statement = insert_statement(backend, outbox, rows)?;
+        if index + 1 == count
+            && backend == DbBackend::Postgres
+            && let Some(channel) = notify_channel
+        {
+            statement = notify_with(statement, channel);
+        }
         txn.execute_raw(statement).await?;
     }
     Ok(count)
 }
 
-/// `SELECT pg_notify(channel, '')` on PostgreSQL when a channel is configured: delivered to
-/// listeners when (and only if) the transaction commits.
-pub(crate) async fn notify(txn: &DatabaseTransaction, outbox: &Outbox) -> Result<bool, DbErr> {
-    let Some(channel) = outbox.notify_channel() else {
-        return Ok(false);
-    };
-    if txn.get_database_backend() != DbBackend::Postgres {
-        return Ok(false);
-    }
-    let statement = Statement::from_sql_and_values(
-        DbBackend::Postgres,
-        "SELECT pg_notify($1, '')",
-        [Value::String(Some(channel.to_owned()))],
+/// `WITH outbox_insert AS (<insert>) SELECT pg_notify('<channel>', '')`: the insert and the
+/// notification in one statement, so one round trip. A data-modifying `WITH` runs to
+/// completion even though the outer query does not read it; the notification is delivered
+/// when (and only if) the transaction commits.
+///
+/// The channel is a validated identifier (`[A-Za-z_][A-Za-z0-9_]*`), written as a literal
+/// rather than bound: the insert may already use all 65 535 bind parameters.
+fn notify_with(statement: Statement, channel: &str) -> Statement {
+    debug_assert!(
+        channel
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
     );
-    txn.execute_raw(statement).await?;
-    Ok(true)
+    let channel = channel.replace('\'', "''");
+    Statement {
+        sql: format!(
+            "WITH outbox_insert AS ({}) SELECT pg_notify('{channel}', '')",
+            statement.sql
+        ),
+        ..statement
+    }
 }
 
 #[cfg(test)]
@@ -324,6 +337,22 @@ mod tests {
         assert_eq!(rows_per_chunk(DbBackend::Sqlite, 1_000_000), 32_766 / 17);
         assert_eq!(rows_per_chunk(DbBackend::MySql, 10), 10);
         assert!(rows_per_chunk(DbBackend::Postgres, 1_000_000) * INSERT_COLUMNS <= 65_535);
+    }
+
+    #[test]
+    fn notify_wraps_the_insert_in_a_cte() {
+        let insert = Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "INSERT INTO \"outbox\" (\"a\") VALUES ($1)",
+            [Value::Int(Some(1))],
+        );
+        let statement = notify_with(insert, "outbox_pending");
+        assert_eq!(
+            statement.sql,
+            "WITH outbox_insert AS (INSERT INTO \"outbox\" (\"a\") VALUES ($1)) \
+             SELECT pg_notify('outbox_pending', '')"
+        );
+        assert_eq!(statement.values.map(|values| values.0.len()), Some(1));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use outbox_seaorm::record::OutboxRecord;
 use outbox_seaorm::schema::{self, OutboxStatus};
 use outbox_seaorm::table::ColumnNaming;
 use outbox_seaorm::trace::TraceContext;
-use outbox_seaorm::{CommitError, Outbox, UnitOfWork, UnitOfWorkError, migration};
+use outbox_seaorm::{CommitError, CommitWakeup, Outbox, UnitOfWork, UnitOfWorkError, migration};
 use outbox_tests::backend_tests;
 use outbox_tests::bookstore::{
     Order, OrderNotedV2, OrderPlacedV1, OrderedBookV1, OrderingContracts, OrderingEvent,
@@ -103,7 +103,13 @@ async fn commits_business_and_outbox_rows_together(db: &TestDb) {
     );
     assert_eq!(report.rows, 1, "the local event maps to no contract");
     assert_eq!(report.chunks, 1);
-    assert_eq!(report.notified, db.backend() == Backend::Postgres);
+    // The default wake-up: after commit, on PostgreSQL only.
+    let wakeup = if db.backend() == Backend::Postgres {
+        CommitWakeup::AfterCommit
+    } else {
+        CommitWakeup::None
+    };
+    assert_eq!(report.wakeup, wakeup);
 
     assert_eq!(count_orders(db.conn()).await.unwrap(), 1);
     assert_eq!(count_lines(db.conn()).await.unwrap(), 2);
@@ -748,7 +754,10 @@ async fn migrations_create_and_drop_each_configuration(db: &TestDb) {
         .await
         .unwrap()
         .len();
-    assert_eq!(applied, 4);
+    assert_eq!(
+        applied, 6,
+        "outbox, inbox and relay tables of two configurations"
+    );
     create_business_tables(db.conn()).await.unwrap();
     for outbox in [ordering_outbox(), billing_outbox()] {
         checkout(db.conn(), &outbox, &format!("c-{}", outbox.outbox_table()))

@@ -1,0 +1,50 @@
+//! Names of the metrics the framework emits through the [`metrics`](https://docs.rs/metrics)
+//! facade (install any exporter — Prometheus, StatsD, OpenTelemetry — to collect them).
+//!
+//! Labels are bounded: `outbox` (the configured outbox table name), `class`
+//! (`transient` / `permanent`), `event_type` (a contract name: bounded by the number of
+//! contracts), `action` (an operator action). Never an aggregate id, message id or relay
+//! instance id.
+//!
+//! | name | type | labels | meaning |
+//! |---|---|---|---|
+//! | [`PENDING_ROWS`] | gauge | `outbox` | rows waiting to be published (backoff included) |
+//! | [`OLDEST_CLAIMABLE_AGE`] | gauge | `outbox` | age in seconds of the oldest row a relay could claim now (rows parked in backoff excluded); the outbox lag to alert on |
+//! | [`DEAD_ROWS`] | gauge | `outbox` | dead-lettered rows |
+//! | [`PUBLISHED`] | counter | `outbox` | rows published |
+//! | [`PUBLISH_FAILURES`] | counter | `outbox`, `class` | failed publication attempts |
+//! | [`DEAD_LETTERED`] | counter | `outbox`, `event_type` | rows moved to `dead` |
+//! | [`BATCH_DURATION`] | histogram | `outbox` | seconds per relay batch (claim, publish, mark) |
+//! | [`BATCH_SIZE`] | histogram | `outbox` | rows claimed per batch |
+//! | [`RELAY_HEARTBEAT`] | gauge | `outbox` | Unix time of a relay's last heartbeat |
+//! | [`LEASES_OWNED`] | gauge | `outbox` | leases held by this process's relay |
+//! | [`LISTENER_RECONNECTS`] | counter | `outbox` | PostgreSQL `LISTEN` connections re-established |
+//! | [`OPERATOR_ACTIONS`] | counter | `outbox`, `action` | requeues and skips by operators |
+//! | [`PURGED_ROWS`] | counter | `outbox`, `table` (`outbox` / `inbox`) | rows deleted by retention |
+
+/// Gauge: rows with status `pending`.
+pub const PENDING_ROWS: &str = "outbox_pending_rows";
+/// Gauge: age in seconds of the oldest claimable row (backoff excluded).
+pub const OLDEST_CLAIMABLE_AGE: &str = "outbox_oldest_claimable_age_seconds";
+/// Gauge: rows with status `dead`.
+pub const DEAD_ROWS: &str = "outbox_dead_rows";
+/// Counter: rows published.
+pub const PUBLISHED: &str = "outbox_published_total";
+/// Counter: failed publication attempts, by `class`.
+pub const PUBLISH_FAILURES: &str = "outbox_publish_failures_total";
+/// Counter: rows dead-lettered, by `event_type`.
+pub const DEAD_LETTERED: &str = "outbox_dead_lettered_total";
+/// Histogram: duration of a relay batch in seconds.
+pub const BATCH_DURATION: &str = "outbox_relay_batch_duration_seconds";
+/// Histogram: rows claimed per batch.
+pub const BATCH_SIZE: &str = "outbox_relay_batch_rows";
+/// Gauge: Unix time of the last relay heartbeat.
+pub const RELAY_HEARTBEAT: &str = "outbox_relay_heartbeat_timestamp_seconds";
+/// Gauge: leases held by the relay of this process.
+pub const LEASES_OWNED: &str = "outbox_relay_leases_owned";
+/// Counter: `LISTEN` connections re-established.
+pub const LISTENER_RECONNECTS: &str = "outbox_relay_listener_reconnects_total";
+/// Counter: operator actions (`requeue`, `skip`).
+pub const OPERATOR_ACTIONS: &str = "outbox_operator_actions_total";
+/// Counter: rows deleted by retention, by `table`.
+pub const PURGED_ROWS: &str = "outbox_purged_rows_total";

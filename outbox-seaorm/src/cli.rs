@@ -1,0 +1,666 @@
+//! The embeddable `outbox` operations command line (feature `cli`), in the same style as
+//! the `schemas` command line of [`outbox_core::cli`].
+//!
+//! ```text
+//! my-ops outbox status [--format human|json] [--fail-on-dead]
+//! my-ops outbox dead list [--event-type T] [--limit N] [--format human|json]
+//! my-ops outbox dead show MESSAGE_ID [--format human|json]
+//! my-ops outbox requeue MESSAGE_ID… | --all-dead [--event-type T]  [--actor A] [--reason R]
+//! my-ops outbox skip MESSAGE_ID --reason R [--actor A]
+//! my-ops outbox purge [--older-than 7d] [--batch 1000]
+//! my-ops outbox purge-inbox --older-than 14d [--batch 1000]
+//! my-ops schemas …                       (outbox_core::cli)
+//! ```
+//!
+//! A service binary connects to its database, builds its [`Outbox`] configuration and hands
+//! both over:
+//!
+//! ```no_run
+//! # async fn main_() -> std::process::ExitCode {
+//! let db = sea_orm::Database::connect("postgres://…").await.expect("database");
+//! outbox_seaorm::cli::run(db, outbox_seaorm::Outbox::default()).await
+//! # }
+//! ```
+//!
+//! or embeds [`OutboxCommand`] in its own clap command line and calls
+//! [`OutboxCommand::execute`]:
+//!
+//! ```
+//! use clap::{Parser, Subcommand};
+//! use outbox_seaorm::cli::OutboxCommand;
+//!
+//! #[derive(Parser)]
+//! struct Ops {
+//!     #[command(subcommand)]
+//!     command: OpsCommand,
+//! }
+//!
+//! #[derive(Subcommand)]
+//! enum OpsCommand {
+//!     /// The outbox: status, dead letters, requeue, skip, purge.
+//!     Outbox(OutboxCommand),
+//! }
+//!
+//! let ops = Ops::try_parse_from(["ops", "outbox", "skip", "0191a0b2-0000-7000-8000-000000000000", "--reason", "obsolete"])?;
+//! let OpsCommand::Outbox(command) = ops.command;
+//! // command.execute(&operations, &mut std::io::stdout()).await
+//! # let _ = command;
+//! # Ok::<(), clap::Error>(())
+//! ```
+//!
+//! Exit codes: 0 success, 1 `status --fail-on-dead` found dead rows, 2 usage or database
+//! error, unknown message id, or a row in the wrong status.
+//!
+//! `requeue` and `skip` record who did it (`--actor`, default `$USER`, else `cli`) and why
+//! in the operator log (see [`crate::ops`]).
+
+use std::ffi::OsString;
+use std::io::{self, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use outbox_core::cli::{EXIT_CHECK_FAILED, EXIT_ERROR, EXIT_OK, OutputFormat, SchemasCommand};
+use outbox_core::{ContractRegistry, RegistryError};
+use sea_orm::{DatabaseConnection, DbErr};
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::config::Outbox;
+use crate::ops::{Operations, OperatorAction, OpsError};
+use crate::record::OutboxRecord;
+
+/// `outbox`: status, dead letters, requeue, skip and retention cleanup of one outbox.
+#[derive(Debug, Clone, Args)]
+pub struct OutboxCommand {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: OutboxAction,
+}
+
+/// The subcommands of [`OutboxCommand`].
+#[derive(Debug, Clone, Subcommand)]
+#[non_exhaustive]
+pub enum OutboxAction {
+    /// Pending rows, the oldest claimable row's age (outbox lag), dead rows by event type,
+    /// live relays.
+    Status(StatusArgs),
+    /// Dead-lettered rows.
+    Dead(DeadCommand),
+    /// Put dead (or skipped) rows back to pending; recorded in the operator log.
+    Requeue(RequeueArgs),
+    /// Give up on a dead or pending row for good; recorded with the reason.
+    Skip(SkipArgs),
+    /// Delete published rows older than the retention, in batches, one instance at a time.
+    Purge(PurgeArgs),
+    /// Delete inbox rows received before the retention, in batches, one instance at a time.
+    PurgeInbox(PurgeArgs),
+}
+
+/// Arguments of `outbox status`.
+#[derive(Debug, Clone, Args)]
+#[non_exhaustive]
+pub struct StatusArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub format: OutputFormat,
+    /// Exit with code 1 when there are dead rows (for monitoring scripts).
+    #[arg(long)]
+    pub fail_on_dead: bool,
+}
+
+/// `outbox dead …`.
+#[derive(Debug, Clone, Args)]
+pub struct DeadCommand {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: DeadAction,
+}
+
+/// The subcommands of [`DeadCommand`].
+#[derive(Debug, Clone, Subcommand)]
+#[non_exhaustive]
+pub enum DeadAction {
+    /// List dead rows, oldest first.
+    List(DeadListArgs),
+    /// Show one row (any status) with its operator log.
+    Show(DeadShowArgs),
+}
+
+/// Arguments of `outbox dead list`.
+#[derive(Debug, Clone, Args)]
+#[non_exhaustive]
+pub struct DeadListArgs {
+    /// Only this event type.
+    #[arg(long)]
+    pub event_type: Option<String>,
+    /// At most this many rows.
+    #[arg(long, default_value_t = 50)]
+    pub limit: u64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub format: OutputFormat,
+}
+
+/// Arguments of `outbox dead show`.
+#[derive(Debug, Clone, Args)]
+#[non_exhaustive]
+pub struct DeadShowArgs {
+    /// The message id.
+    pub message_id: Uuid,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub format: OutputFormat,
+}
+
+/// Arguments of `outbox requeue`.
+#[derive(Debug, Clone, Args)]
+#[non_exhaustive]
+pub struct RequeueArgs {
+    /// The message ids to requeue.
+    #[arg(required_unless_present = "all_dead", conflicts_with = "all_dead")]
+    pub message_ids: Vec<Uuid>,
+    /// Requeue every dead row (of `--event-type`, if given).
+    #[arg(long)]
+    pub all_dead: bool,
+    /// With `--all-dead`: only this event type.
+    #[arg(long, requires = "all_dead")]
+    pub event_type: Option<String>,
+    /// Who requeues (default `$USER`, else `cli`).
+    #[arg(long)]
+    pub actor: Option<String>,
+    /// Why.
+    #[arg(long)]
+    pub reason: Option<String>,
+}
+
+/// Arguments of `outbox skip`.
+#[derive(Debug, Clone, Args)]
+#[non_exhaustive]
+pub struct SkipArgs {
+    /// The message id.
+    pub message_id: Uuid,
+    /// Why the row is given up on (required, recorded).
+    #[arg(long)]
+    pub reason: String,
+    /// Who skips (default `$USER`, else `cli`).
+    #[arg(long)]
+    pub actor: Option<String>,
+}
+
+/// Arguments of `outbox purge` and `outbox purge-inbox`.
+#[derive(Debug, Clone, Args)]
+#[non_exhaustive]
+pub struct PurgeArgs {
+    /// Keep rows younger than this: `90s`, `30m`, `12h`, `7d`.
+    #[arg(long, value_parser = parse_duration, default_value = "7d")]
+    pub older_than: Duration,
+    /// Rows deleted per statement.
+    #[arg(long, default_value_t = 1_000)]
+    pub batch: usize,
+}
+
+/// Parses `90s`, `30m`, `12h`, `7d` (or plain seconds).
+///
+/// # Errors
+/// A message for clap when the text is not such a duration.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration like 90s, 30m, 12h or 7d"))?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => {
+            return Err(format!(
+                "unknown unit `{unit}` in `{text}`: use s, m, h or d"
+            ));
+        }
+    };
+    number
+        .checked_mul(seconds)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("`{text}` is too long"))
+}
+
+/// How a command ended when it did not fail with an [`OutboxCliError`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// Done.
+    Success,
+    /// `status --fail-on-dead` found dead rows.
+    DeadRows,
+}
+
+impl Outcome {
+    /// The process exit code: 0 or 1.
+    pub fn code(self) -> u8 {
+        match self {
+            Self::Success => EXIT_OK,
+            Self::DeadRows => EXIT_CHECK_FAILED,
+        }
+    }
+}
+
+/// Why a command failed (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OutboxCliError {
+    /// The operation failed.
+    #[error(transparent)]
+    Ops(#[from] OpsError),
+    /// Writing the output failed.
+    #[error("cannot write the output: {0}")]
+    Output(#[from] io::Error),
+    /// `dead show` of an unknown message id.
+    #[error("no outbox row has message id {0}")]
+    NotFound(Uuid),
+    /// `purge` found another instance cleaning up.
+    #[error("another instance holds the cleanup lease; try again later")]
+    Busy,
+}
+
+impl From<DbErr> for OutboxCliError {
+    fn from(error: DbErr) -> Self {
+        Self::Ops(OpsError::Database(error))
+    }
+}
+
+fn actor(given: &Option<String>) -> String {
+    given
+        .clone()
+        .or_else(|| std::env::var("USER").ok().filter(|user| !user.is_empty()))
+        .unwrap_or_else(|| "cli".to_owned())
+}
+
+fn json_line(out: &mut dyn Write, value: &serde_json::Value) -> io::Result<()> {
+    let text = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
+    writeln!(out, "{text}")
+}
+
+fn record_json(record: &OutboxRecord) -> serde_json::Value {
+    json!({
+        "seq": record.seq,
+        "status": record.status.as_str(),
+        "attempts": record.attempts,
+        "next_attempt_at": record.next_attempt_at,
+        "last_error": record.last_error,
+        "published_at": record.published_at,
+        "created_at": record.created_at,
+        "partition": record.partition,
+        "envelope": record.envelope,
+    })
+}
+
+fn action_line(action: &OperatorAction) -> String {
+    format!(
+        "{} {} by {} at {} (was {}){}",
+        action.action,
+        action.message_id,
+        action.actor,
+        action.at.to_rfc3339(),
+        action.previous_status,
+        action
+            .reason
+            .as_deref()
+            .map(|reason| format!(": {reason}"))
+            .unwrap_or_default()
+    )
+}
+
+impl OutboxCommand {
+    /// Runs the command with `ops`, writing its result to `out`.
+    ///
+    /// # Errors
+    /// An [`OutboxCliError`] (exit code 2).
+    pub async fn execute(
+        &self,
+        ops: &Operations,
+        out: &mut dyn Write,
+    ) -> Result<Outcome, OutboxCliError> {
+        match &self.action {
+            OutboxAction::Status(args) => status(ops, args, out).await,
+            OutboxAction::Dead(DeadCommand {
+                action: DeadAction::List(args),
+            }) => {
+                let rows = ops
+                    .dead_letters(args.event_type.as_deref(), args.limit)
+                    .await?;
+                if args.format == OutputFormat::Json {
+                    json_line(out, &rows.iter().map(record_json).collect())?;
+                    return Ok(Outcome::Success);
+                }
+                writeln!(
+                    out,
+                    "SEQ\tMESSAGE ID\tEVENT TYPE\tAGGREGATE\tATTEMPTS\tLAST ERROR"
+                )?;
+                for row in &rows {
+                    writeln!(
+                        out,
+                        "{}\t{}\t{}\t{}/{}\t{}\t{}",
+                        row.seq,
+                        row.envelope.message_id,
+                        row.envelope.event_type,
+                        row.envelope.aggregate_type,
+                        row.envelope.aggregate_id,
+                        row.attempts,
+                        row.last_error.as_deref().unwrap_or("")
+                    )?;
+                }
+                writeln!(out, "{} dead row(s)", rows.len())?;
+                Ok(Outcome::Success)
+            }
+            OutboxAction::Dead(DeadCommand {
+                action: DeadAction::Show(args),
+            }) => {
+                let record = ops
+                    .find(args.message_id)
+                    .await?
+                    .ok_or(OutboxCliError::NotFound(args.message_id))?;
+                let log = ops.operator_log(Some(args.message_id)).await?;
+                if args.format == OutputFormat::Json {
+                    let mut value = record_json(&record);
+                    value["operator_log"] = serde_json::to_value(&log).map_err(io::Error::other)?;
+                    json_line(out, &value)?;
+                    return Ok(Outcome::Success);
+                }
+                let e = &record.envelope;
+                writeln!(out, "message id:   {}", e.message_id)?;
+                writeln!(out, "event type:   {}", e.event_type)?;
+                writeln!(out, "aggregate:    {}/{}", e.aggregate_type, e.aggregate_id)?;
+                writeln!(
+                    out,
+                    "seq:          {} (partition {})",
+                    record.seq, record.partition
+                )?;
+                writeln!(out, "status:       {}", record.status)?;
+                writeln!(out, "attempts:     {}", record.attempts)?;
+                writeln!(
+                    out,
+                    "last error:   {}",
+                    record.last_error.as_deref().unwrap_or("-")
+                )?;
+                writeln!(out, "created at:   {}", record.created_at.to_rfc3339())?;
+                writeln!(out, "payload:      {}", e.payload)?;
+                for action in &log {
+                    writeln!(out, "log:          {}", action_line(action))?;
+                }
+                Ok(Outcome::Success)
+            }
+            OutboxAction::Requeue(args) => {
+                let actor = actor(&args.actor);
+                let reason = args.reason.as_deref();
+                let actions = if args.all_dead {
+                    ops.requeue_dead(args.event_type.as_deref(), &actor, reason)
+                        .await?
+                } else {
+                    let mut actions = Vec::new();
+                    for id in &args.message_ids {
+                        actions.push(ops.requeue(*id, &actor, reason).await?);
+                    }
+                    actions
+                };
+                for action in &actions {
+                    writeln!(out, "{}", action_line(action))?;
+                }
+                writeln!(out, "{} row(s) requeued", actions.len())?;
+                Ok(Outcome::Success)
+            }
+            OutboxAction::Skip(args) => {
+                let action = ops
+                    .skip(args.message_id, &actor(&args.actor), &args.reason)
+                    .await?;
+                writeln!(out, "{}", action_line(&action))?;
+                Ok(Outcome::Success)
+            }
+            OutboxAction::Purge(args) => {
+                let rows = ops
+                    .purge(args.older_than, args.batch)
+                    .await?
+                    .ok_or(OutboxCliError::Busy)?;
+                writeln!(
+                    out,
+                    "{rows} published row(s) older than {:?} deleted",
+                    args.older_than
+                )?;
+                Ok(Outcome::Success)
+            }
+            OutboxAction::PurgeInbox(args) => {
+                let rows = ops
+                    .purge_inbox(args.older_than, args.batch)
+                    .await?
+                    .ok_or(OutboxCliError::Busy)?;
+                writeln!(
+                    out,
+                    "{rows} inbox row(s) older than {:?} deleted",
+                    args.older_than
+                )?;
+                Ok(Outcome::Success)
+            }
+        }
+    }
+}
+
+async fn status(
+    ops: &Operations,
+    args: &StatusArgs,
+    out: &mut dyn Write,
+) -> Result<Outcome, OutboxCliError> {
+    let report = ops.status().await?;
+    if args.format == OutputFormat::Json {
+        json_line(
+            out,
+            &serde_json::to_value(&report).map_err(io::Error::other)?,
+        )?;
+    } else {
+        writeln!(out, "outbox:            {}", report.outbox)?;
+        writeln!(
+            out,
+            "pending:           {} (in backoff: {})",
+            report.pending, report.in_backoff
+        )?;
+        writeln!(
+            out,
+            "oldest claimable:  {}",
+            report.oldest_claimable_age.map_or_else(
+                || "-".to_owned(),
+                |age| format!("{:.1}s", age.as_secs_f64())
+            )
+        )?;
+        writeln!(out, "dead:              {}", report.dead())?;
+        for (event_type, count) in &report.dead_by_event_type {
+            writeln!(out, "  {event_type}  {count}")?;
+        }
+        writeln!(out, "skipped:           {}", report.skipped)?;
+        writeln!(
+            out,
+            "live relays:       {}",
+            if report.live_relays.is_empty() {
+                "-".to_owned()
+            } else {
+                report.live_relays.join(", ")
+            }
+        )?;
+    }
+    Ok(if args.fail_on_dead && report.dead() > 0 {
+        Outcome::DeadRows
+    } else {
+        Outcome::Success
+    })
+}
+
+/// The stand-alone command line: `<binary> outbox …` and `<binary> schemas …`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "outbox",
+    about = "Operate the outbox: status, dead letters, requeue, skip, purge; contract schemas"
+)]
+struct StandAlone {
+    #[command(subcommand)]
+    command: StandAloneCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum StandAloneCommand {
+    /// Status, dead letters, requeue, skip and purge of the outbox.
+    Outbox(OutboxCommand),
+    /// List, export and check the contract schemas.
+    Schemas(SchemasCommand),
+}
+
+/// Runs the command line with the process's arguments on `db` and `outbox`, printing to
+/// stdout / stderr. Returns the exit code to hand back from `main`.
+pub async fn run(db: DatabaseConnection, outbox: Outbox) -> ExitCode {
+    let stdout = io::stdout();
+    let stderr = io::stderr();
+    let code = run_with(
+        std::env::args_os(),
+        db,
+        outbox,
+        ContractRegistry::collect,
+        &mut stdout.lock(),
+        &mut stderr.lock(),
+    )
+    .await;
+    ExitCode::from(code)
+}
+
+/// The whole command line with everything injected: the arguments (program name first),
+/// the database, the outbox configuration, the contract registry (for `schemas`), the
+/// output and the error output. Returns the numeric exit code.
+pub async fn run_with<I, T>(
+    args: I,
+    db: DatabaseConnection,
+    outbox: Outbox,
+    registry: impl FnOnce() -> Result<ContractRegistry, RegistryError>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match StandAlone::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let informational = matches!(
+                e.kind(),
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+            );
+            let rendered = e.render();
+            // A failure to print the usage leaves nothing better to do.
+            if informational {
+                let _ = write!(out, "{rendered}");
+                return EXIT_OK;
+            }
+            let _ = write!(err, "{rendered}");
+            return EXIT_ERROR;
+        }
+    };
+    match cli.command {
+        StandAloneCommand::Outbox(command) => {
+            let ops = Operations::new(db, outbox);
+            match command.execute(&ops, out).await {
+                Ok(outcome) => outcome.code(),
+                Err(error) => {
+                    // Nothing better to do when the error output itself fails.
+                    let _ = writeln!(err, "error: {error}");
+                    EXIT_ERROR
+                }
+            }
+        }
+        StandAloneCommand::Schemas(command) => {
+            let result = registry()
+                .map_err(outbox_core::cli::CliError::from)
+                .and_then(|registry| command.execute(&registry, out));
+            match result {
+                Ok(outcome) => outcome.code(),
+                Err(error) => {
+                    let _ = writeln!(err, "error: {error}");
+                    error.code()
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(1_800)));
+        assert_eq!(parse_duration("12h"), Ok(Duration::from_secs(43_200)));
+        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(604_800)));
+        assert_eq!(parse_duration("15"), Ok(Duration::from_secs(15)));
+        assert!(parse_duration("7w").is_err());
+        assert!(parse_duration("d").is_err());
+    }
+
+    #[test]
+    fn parses_every_subcommand() {
+        let id = "0191a0b2-0000-7000-8000-000000000000";
+        for args in [
+            vec![
+                "x",
+                "outbox",
+                "status",
+                "--format",
+                "json",
+                "--fail-on-dead",
+            ],
+            vec![
+                "x",
+                "outbox",
+                "dead",
+                "list",
+                "--event-type",
+                "a.b.c.v1",
+                "--limit",
+                "5",
+            ],
+            vec!["x", "outbox", "dead", "show", id],
+            vec!["x", "outbox", "requeue", id, id, "--actor", "ann"],
+            vec![
+                "x",
+                "outbox",
+                "requeue",
+                "--all-dead",
+                "--event-type",
+                "a.b.c.v1",
+            ],
+            vec!["x", "outbox", "skip", id, "--reason", "obsolete"],
+            vec![
+                "x",
+                "outbox",
+                "purge",
+                "--older-than",
+                "3d",
+                "--batch",
+                "10",
+            ],
+            vec!["x", "outbox", "purge-inbox", "--older-than", "14d"],
+            vec!["x", "schemas", "list"],
+        ] {
+            assert!(StandAlone::try_parse_from(&args).is_ok(), "{args:?}");
+        }
+        for args in [
+            vec!["x", "outbox", "skip", id],
+            vec!["x", "outbox", "requeue"],
+            vec!["x", "outbox", "requeue", id, "--all-dead"],
+            vec!["x", "outbox", "dead", "show", "not-a-uuid"],
+        ] {
+            assert!(StandAlone::try_parse_from(&args).is_err(), "{args:?}");
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! [`RelayConfig`]: every setting of a relay, with its documented default.
+
+use std::time::Duration;
+
+use outbox_core::policy::{Backoff, DeadLetterPolicy, Ordering};
+
+/// Default rows per batch.
+pub const DEFAULT_BATCH_SIZE: usize = 100;
+/// Default time between polls when there is nothing to publish.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// Default number of failed attempts after which a row is dead-lettered.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 10;
+/// Default lease (and instance) time to live.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+/// Default time between heartbeats (lease renewal, rebalancing).
+pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
+/// Default limit of one `publish` call.
+pub const DEFAULT_PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default retention of published rows.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Default time between retention cleanups.
+pub const DEFAULT_PURGE_INTERVAL: Duration = Duration::from_secs(600);
+/// Default rows deleted per cleanup statement.
+pub const DEFAULT_PURGE_BATCH: usize = 1_000;
+
+/// The settings of a relay, built by [`RelayBuilder`](super::RelayBuilder):
+///
+/// | setting | default |
+/// |---|---|
+/// | batch size | 100 rows ([`DEFAULT_BATCH_SIZE`]) |
+/// | poll interval | 1 s ([`DEFAULT_POLL_INTERVAL`]); PostgreSQL `NOTIFY` wakes the relay earlier |
+/// | max attempts | 10 ([`DEFAULT_MAX_ATTEMPTS`]): the 10th failed attempt dead-letters the row |
+/// | backoff | [`Backoff::default`]: 1 s · 2ⁿ⁻¹, at most 5 min, plus jitter |
+/// | ordering | [`Ordering::PerAggregate`] |
+/// | dead-letter policy | [`DeadLetterPolicy::Block`] |
+/// | retention of published rows | 7 days ([`DEFAULT_RETENTION`]), purged every 10 min in batches of 1 000 |
+/// | lease TTL | 30 s ([`DEFAULT_LEASE_TTL`]), heartbeat every 10 s |
+/// | publish timeout | 10 s ([`DEFAULT_PUBLISH_TIMEOUT`]) |
+/// | `LISTEN` wake-up | on (PostgreSQL, when the outbox has a `NOTIFY` channel) |
+/// | instance id | `relay-<UUIDv7>` |
+/// | head-of-aggregate check | off; on with the fast path |
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RelayConfig {
+    /// Rows claimed per batch.
+    pub batch_size: usize,
+    /// Sleep between polls when the last batch was not full.
+    pub poll_interval: Duration,
+    /// Failed attempts (transient errors) before a row is dead-lettered; a permanent error
+    /// dead-letters at once.
+    pub max_attempts: u32,
+    /// Delay before the next attempt of a row that failed.
+    pub backoff: Backoff,
+    /// Publication order.
+    pub ordering: Ordering,
+    /// What a dead row does to its aggregate's later rows.
+    pub dead_letter_policy: DeadLetterPolicy,
+    /// Published rows older than this are deleted by the running relay (`None`: keep).
+    pub retention: Option<Duration>,
+    /// Time between two retention cleanups.
+    pub purge_interval: Duration,
+    /// Rows deleted per cleanup statement.
+    pub purge_batch: usize,
+    /// How long a lease (and an instance's liveness) lasts without a heartbeat.
+    pub lease_ttl: Duration,
+    /// Time between heartbeats.
+    pub heartbeat_interval: Duration,
+    /// Limit of one `publish` call; a batch that takes longer fails with a transient
+    /// timeout.
+    pub publish_timeout: Duration,
+    /// Whether the relay listens for the outbox's PostgreSQL `NOTIFY`.
+    pub listen: bool,
+    /// This relay's id in the instance and lease tables.
+    pub instance_id: String,
+    /// Whether each batch checks that its rows are at the head of their aggregate (see
+    /// [`crate::relay::fast_path`]).
+    pub check_head: bool,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        Self {
+            batch_size: DEFAULT_BATCH_SIZE,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            backoff: Backoff::default(),
+            ordering: Ordering::PerAggregate,
+            dead_letter_policy: DeadLetterPolicy::Block,
+            retention: Some(DEFAULT_RETENTION),
+            purge_interval: DEFAULT_PURGE_INTERVAL,
+            purge_batch: DEFAULT_PURGE_BATCH,
+            lease_ttl: DEFAULT_LEASE_TTL,
+            heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+            publish_timeout: DEFAULT_PUBLISH_TIMEOUT,
+            listen: true,
+            instance_id: format!("relay-{}", uuid::Uuid::now_v7()),
+            check_head: false,
+        }
+    }
+}
+
+/// A relay setting was rejected by [`RelayBuilder::build`](super::RelayBuilder::build).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RelayConfigError {
+    /// A count is 0.
+    #[error("`{setting}` must be at least 1")]
+    Zero {
+        /// The setting.
+        setting: &'static str,
+    },
+    /// The heartbeat does not come often enough to keep leases alive.
+    #[error("heartbeat interval {heartbeat:?} must be shorter than half the lease TTL {ttl:?}")]
+    Heartbeat {
+        /// The heartbeat interval.
+        heartbeat: Duration,
+        /// The lease TTL.
+        ttl: Duration,
+    },
+    /// A publish call could outlive the lease (SQLite's relay relies on it).
+    #[error(
+        "publish timeout {timeout:?} must be shorter than half the lease TTL {ttl:?}, and \
+         with the heartbeat interval shorter than the whole TTL"
+    )]
+    PublishTimeout {
+        /// The publish timeout.
+        timeout: Duration,
+        /// The lease TTL.
+        ttl: Duration,
+    },
+    /// The instance id is empty or longer than 255 characters.
+    #[error("the instance id must have 1 to 255 characters, got {length}")]
+    InstanceId {
+        /// Its length.
+        length: usize,
+    },
+}
+
+impl RelayConfig {
+    pub(crate) fn validate(&self) -> Result<(), RelayConfigError> {
+        for (setting, value) in [
+            ("batch_size", self.batch_size),
+            ("max_attempts", self.max_attempts as usize),
+            ("purge_batch", self.purge_batch),
+        ] {
+            if value == 0 {
+                return Err(RelayConfigError::Zero { setting });
+            }
+        }
+        if self.heartbeat_interval.is_zero() || self.heartbeat_interval * 2 > self.lease_ttl {
+            return Err(RelayConfigError::Heartbeat {
+                heartbeat: self.heartbeat_interval,
+                ttl: self.lease_ttl,
+            });
+        }
+        if self.publish_timeout * 2 > self.lease_ttl
+            || self.publish_timeout + self.heartbeat_interval >= self.lease_ttl
+        {
+            return Err(RelayConfigError::PublishTimeout {
+                timeout: self.publish_timeout,
+                ttl: self.lease_ttl,
+            });
+        }
+        let length = self.instance_id.chars().count();
+        if length == 0 || length > 255 {
+            return Err(RelayConfigError::InstanceId { length });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,78 @@
+//! Lease names and the assignment of leases to live relay instances (rendezvous hashing).
+
+use crate::partition::fnv1a_64;
+
+/// The lease of the single SQLite relay.
+pub(crate) const RELAY_LEASE: &str = "relay";
+/// The lease of outbox retention cleanup.
+pub(crate) const OUTBOX_CLEANUP_LEASE: &str = "cleanup/outbox";
+/// The lease of inbox retention cleanup.
+pub(crate) const INBOX_CLEANUP_LEASE: &str = "cleanup/inbox";
+
+const PARTITION_PREFIX: &str = "partition/";
+
+/// The lease of partition `p`.
+pub(crate) fn partition_lease(partition: u32) -> String {
+    format!("{PARTITION_PREFIX}{partition}")
+}
+
+/// The partition of a partition lease.
+pub(crate) fn lease_partition(name: &str) -> Option<i32> {
+    name.strip_prefix(PARTITION_PREFIX)?.parse().ok()
+}
+
+/// SplitMix64's finaliser: spreads FNV-1a's output over all bits.
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+fn score(lease: &str, instance: &str) -> u64 {
+    mix(fnv1a_64(lease.as_bytes()) ^ mix(fnv1a_64(instance.as_bytes())))
+}
+
+/// The live instance that should own `lease`: the highest rendezvous score (ties broken by
+/// id). When an instance joins or leaves, only the leases it wins or held move.
+pub(crate) fn owner_of<'a>(lease: &str, live: &'a [String]) -> Option<&'a str> {
+    live.iter()
+        .max_by(|a, b| score(lease, a).cmp(&score(lease, b)).then_with(|| b.cmp(a)))
+        .map(String::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_names_round_trip() {
+        assert_eq!(lease_partition(&partition_lease(17)), Some(17));
+        assert_eq!(lease_partition(RELAY_LEASE), None);
+        assert_eq!(lease_partition("partition/x"), None);
+    }
+
+    #[test]
+    fn rendezvous_spreads_and_moves_little() {
+        let leases: Vec<String> = (0..64).map(partition_lease).collect();
+        let three: Vec<String> = ["relay-a", "relay-b", "relay-c"].map(String::from).to_vec();
+        let four: Vec<String> = ["relay-a", "relay-b", "relay-c", "relay-d"]
+            .map(String::from)
+            .to_vec();
+        let mut counts = std::collections::BTreeMap::<&str, usize>::new();
+        let mut moved = 0;
+        for lease in &leases {
+            let before = owner_of(lease, &three).unwrap();
+            let after = owner_of(lease, &four).unwrap();
+            *counts.entry(after).or_default() += 1;
+            if before != after {
+                assert_eq!(after, "relay-d", "only leases won by the newcomer move");
+                moved += 1;
+            }
+        }
+        assert!(moved > 5 && moved < 30, "{moved}");
+        assert!(counts.values().all(|&n| n >= 6), "{counts:?}");
+        assert_eq!(owner_of("x", &[]), None);
+    }
+}

@@ -1,0 +1,238 @@
+//! Small helpers for the hand-written SQL of the relay and the operations: identifier
+//! quoting, placeholders per backend, and values bound the way [`crate::schema`] stores them.
+
+use chrono::{DateTime, NaiveDateTime, Utc};
+use sea_orm::sea_query::Value;
+use sea_orm::{DbBackend, DbErr, QueryResult, Statement};
+use uuid::Uuid;
+
+use crate::table::TableName;
+
+/// A statement under construction: text plus bound values, with the backend's placeholders.
+#[derive(Debug)]
+pub(crate) struct Sql {
+    backend: DbBackend,
+    text: String,
+    values: Vec<Value>,
+}
+
+impl Sql {
+    pub(crate) fn new(backend: DbBackend) -> Self {
+        Self {
+            backend,
+            text: String::with_capacity(256),
+            values: Vec::new(),
+        }
+    }
+
+    /// Appends SQL text.
+    pub(crate) fn push(&mut self, text: &str) -> &mut Self {
+        self.text.push_str(text);
+        self
+    }
+
+    /// Appends a quoted, possibly schema-qualified table name.
+    pub(crate) fn table(&mut self, name: &TableName) -> &mut Self {
+        let quoted = quote_table(self.backend, name);
+        self.text.push_str(&quoted);
+        self
+    }
+
+    /// Appends a placeholder bound to `value`.
+    pub(crate) fn bind(&mut self, value: Value) -> &mut Self {
+        self.values.push(value);
+        match self.backend {
+            DbBackend::Postgres => {
+                let n = self.values.len();
+                self.text.push('$');
+                self.text.push_str(&n.to_string());
+            }
+            _ => self.text.push('?'),
+        }
+        self
+    }
+
+    /// Appends a comma-separated list of integers (safe to inline: they are numbers).
+    pub(crate) fn int_list<T: std::fmt::Display>(&mut self, items: &[T]) -> &mut Self {
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                self.text.push_str(", ");
+            }
+            self.text.push_str(&item.to_string());
+        }
+        self
+    }
+
+    /// Appends the inside of `IN (…)` for `seqs` so that the statement text stays the same
+    /// from batch to batch and the driver's prepared-statement cache keeps serving it (an
+    /// inlined list is a new statement to parse and plan for every batch): on PostgreSQL
+    /// one array parameter, elsewhere placeholders padded to the next power of two by
+    /// repeating the last value.
+    pub(crate) fn seq_list(&mut self, seqs: &[i64]) -> &mut Self {
+        if self.backend == DbBackend::Postgres {
+            // One parameter whatever the count: `IN (SELECT unnest(CAST($1 AS bigint[])))`.
+            let array = format!(
+                "{{{}}}",
+                seqs.iter()
+                    .map(i64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            );
+            self.text.push_str("SELECT unnest(CAST(");
+            self.bind(Value::String(Some(array)));
+            self.text.push_str(" AS bigint[]))");
+            return self;
+        }
+        let Some(&last) = seqs.last() else {
+            self.text.push_str("NULL");
+            return self;
+        };
+        let padded = seqs.len().next_power_of_two();
+        for i in 0..padded {
+            if i > 0 {
+                self.text.push_str(", ");
+            }
+            let seq = seqs.get(i).copied().unwrap_or(last);
+            self.bind(Value::BigInt(Some(seq)));
+        }
+        self
+    }
+
+    /// Appends a comma-separated list of placeholders bound to strings.
+    pub(crate) fn string_list<S: AsRef<str>>(&mut self, items: &[S]) -> &mut Self {
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                self.text.push_str(", ");
+            }
+            self.bind(Value::String(Some(item.as_ref().to_owned())));
+        }
+        self
+    }
+
+    pub(crate) fn build(self) -> Statement {
+        Statement::from_sql_and_values(self.backend, self.text, self.values)
+    }
+}
+
+/// `"name"` (PostgreSQL, SQLite) or `` `name` `` (MariaDB). Names are validated identifiers
+/// or constants of this crate, so they contain no quote.
+pub(crate) fn quote(backend: DbBackend, name: &str) -> String {
+    match backend {
+        DbBackend::MySql => format!("`{name}`"),
+        _ => format!("\"{name}\""),
+    }
+}
+
+/// A quoted table name, schema-qualified when configured so.
+pub(crate) fn quote_table(backend: DbBackend, name: &TableName) -> String {
+    match name.schema() {
+        Some(schema) => format!(
+            "{}.{}",
+            quote(backend, schema),
+            quote(backend, name.table())
+        ),
+        None => quote(backend, name.table()),
+    }
+}
+
+/// A timestamp as the schema stores it: `timestamptz`, UTC `datetime(6)`, or fixed-width
+/// RFC 3339 text on SQLite (so that text order is time order).
+pub(crate) fn timestamp(backend: DbBackend, at: DateTime<Utc>) -> Value {
+    match backend {
+        DbBackend::Postgres => Value::ChronoDateTimeUtc(Some(at)),
+        DbBackend::MySql => Value::ChronoDateTime(Some(at.naive_utc())),
+        _ => Value::String(Some(at.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string())),
+    }
+}
+
+/// A UUID as the schema stores it: native on PostgreSQL, hyphenated text elsewhere.
+pub(crate) fn uuid(backend: DbBackend, id: Uuid) -> Value {
+    match backend {
+        DbBackend::Postgres => Value::Uuid(Some(id)),
+        _ => Value::String(Some(id.hyphenated().to_string())),
+    }
+}
+
+/// A string value.
+pub(crate) fn text(value: impl Into<String>) -> Value {
+    Value::String(Some(value.into()))
+}
+
+/// An optional string value.
+pub(crate) fn opt_text(value: Option<String>) -> Value {
+    Value::String(value)
+}
+
+/// Reads a timestamp column written by [`timestamp`] (or by the unit of work).
+pub(crate) fn read_timestamp(
+    row: &QueryResult,
+    column: &str,
+) -> Result<Option<DateTime<Utc>>, DbErr> {
+    if let Ok(value) = row.try_get::<Option<DateTime<Utc>>>("", column) {
+        return Ok(value);
+    }
+    if let Ok(value) = row.try_get::<Option<NaiveDateTime>>("", column) {
+        return Ok(value.map(|naive| naive.and_utc()));
+    }
+    row.try_get::<Option<String>>("", column)?
+        .map(|text| {
+            DateTime::parse_from_rfc3339(&text)
+                .map(|at| at.with_timezone(&Utc))
+                .map_err(|error| DbErr::Type(format!("column `{column}`: {error}")))
+        })
+        .transpose()
+}
+
+/// Reads a UUID column written by [`uuid`].
+pub(crate) fn read_uuid(row: &QueryResult, column: &str) -> Result<Uuid, DbErr> {
+    if let Ok(text) = row.try_get::<String>("", column) {
+        return Uuid::parse_str(&text)
+            .map_err(|error| DbErr::Type(format!("column `{column}`: {error}")));
+    }
+    row.try_get::<Uuid>("", column)
+}
+
+/// Reads an integer column whatever its width (`COUNT(*)` is 64 bits, `int` columns 32).
+pub(crate) fn read_i64(row: &QueryResult, column: &str) -> Result<i64, DbErr> {
+    if let Ok(value) = row.try_get::<i64>("", column) {
+        return Ok(value);
+    }
+    row.try_get::<i32>("", column).map(i64::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_and_quoting() {
+        let mut sql = Sql::new(DbBackend::Postgres);
+        sql.push("SELECT \"seq\"")
+            .push(" FROM ")
+            .table(&TableName::new("app.outbox").unwrap())
+            .push(" WHERE a = ")
+            .bind(text("x"))
+            .push(" AND b IN (")
+            .string_list(&["y", "z"])
+            .push(") AND c IN (")
+            .int_list(&[1, 2])
+            .push(")");
+        let statement = sql.build();
+        assert_eq!(
+            statement.sql,
+            r#"SELECT "seq" FROM "app"."outbox" WHERE a = $1 AND b IN ($2, $3) AND c IN (1, 2)"#
+        );
+        let mut sql = Sql::new(DbBackend::MySql);
+        sql.push("`seq` = ").bind(text("x"));
+        assert_eq!(sql.build().sql, "`seq` = ?");
+        let mut sql = Sql::new(DbBackend::Sqlite);
+        sql.push("IN (").seq_list(&[7, 8, 9]).push(")");
+        let statement = sql.build();
+        assert_eq!(statement.sql, "IN (?, ?, ?, ?)");
+        assert_eq!(statement.values.unwrap().0.len(), 4);
+        let mut sql = Sql::new(DbBackend::Postgres);
+        sql.push("IN (").seq_list(&[7, 8, 9]).push(")");
+        let statement = sql.build();
+        assert_eq!(statement.sql, "IN (SELECT unnest(CAST($1 AS bigint[])))");
+    }
+}

@@ -1,0 +1,810 @@
+//! The relay on every backend (DESIGN §6.2–§6.5): every committed row published at least
+//! once, in order per aggregate, from several relays, never stuck on a poison row.
+//!
+//! Each scenario runs on a SQLite file, SQLite in memory, PostgreSQL and MariaDB. The
+//! seeds/000 scenarios print the same console lines as the article.
+
+// Scenarios are plain async functions called by generated #[tokio::test]s, which clippy's
+// `allow-unwrap-in-tests` does not see as tests.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::TimeDelta;
+use outbox_core::clock::ManualClock;
+use outbox_core::in_process::{AfterPublish, InProcessBroker};
+use outbox_core::policy::{Backoff, DeadLetterPolicy, Ordering};
+use outbox_core::publish::PublishError;
+use outbox_core::{Envelope, IntegrationEvent, Raise};
+use outbox_seaorm::ops::Operations;
+use outbox_seaorm::record::OutboxRecord;
+use outbox_seaorm::relay::{Relay, RelayBuilder};
+use outbox_seaorm::schema::{self, OutboxStatus};
+use outbox_seaorm::{Outbox, UnitOfWorkError};
+use outbox_tests::backend_tests;
+use outbox_tests::bookstore::{
+    Order, OrderNotedV2, OrderingContracts, OrderingEvent, PlaceOrder, count_orders,
+    create_business_tables,
+};
+use outbox_tests::db::{Backend, TestDb};
+use sea_orm::{ConnectionTrait, DbBackend, DbErr, Statement};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+backend_tests!(
+    scenario_3_broker_down_then_back,
+    scenario_4_crash_between_publish_and_mark,
+    scenario_6_two_relays_claim_disjoint_rows,
+    per_aggregate_relays_own_disjoint_partitions,
+    four_relays_with_concurrent_producers,
+    four_unordered_relays_with_concurrent_producers,
+    relay_killed_mid_batch_is_taken_over,
+    poison_row_blocks_only_its_aggregate,
+    skip_policy_and_operator_skip,
+    graceful_shutdown_finishes_the_batch,
+    fast_path_publishes_right_after_commit,
+    purge_and_status,
+);
+
+const AGGREGATE: &str = OrderNotedV2::AGGREGATE_TYPE;
+
+fn t0() -> chrono::DateTime<chrono::Utc> {
+    "2026-03-01T09:00:00Z".parse().unwrap()
+}
+
+/// An outbox on a manual clock.
+fn manual_outbox() -> (Outbox, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::starting_at(t0()));
+    let outbox = Outbox::builder().clock(clock.clone()).build().unwrap();
+    (outbox, clock)
+}
+
+async fn setup(db: &TestDb, outbox: &Outbox) {
+    schema::install(db.conn(), outbox).await.expect("install");
+    create_business_tables(db.conn())
+        .await
+        .expect("business tables");
+}
+
+/// A relay with fast test timings and a deterministic backoff (1 s, 2 s, 4 s, …).
+fn relay(
+    db: &TestDb,
+    outbox: &Outbox,
+    broker: &InProcessBroker,
+    id: &str,
+) -> RelayBuilder<InProcessBroker> {
+    Relay::builder(db.conn().clone(), outbox.clone(), broker.clone())
+        .instance_id(id)
+        .poll_interval(Duration::from_millis(20))
+        .heartbeat_interval(Duration::from_millis(200))
+        .lease_ttl(Duration::from_secs(2))
+        .publish_timeout(Duration::from_millis(800))
+        .backoff(Backoff::new().with_jitter(false))
+}
+
+/// Commits `count` notes `from..from + count` about `order` in one unit of work.
+async fn note(db: &TestDb, outbox: &Outbox, order: &str, from: u32, count: u32) -> Vec<Uuid> {
+    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+    for n in from..from + count {
+        uow.raise(OrderingEvent::Noted {
+            order_id: order.to_owned(),
+            n,
+        });
+    }
+    uow.commit().await.unwrap().message_ids
+}
+
+fn note_number(envelope: &Envelope) -> u32 {
+    envelope.decode::<OrderNotedV2>().unwrap().n
+}
+
+/// The note numbers the broker received for `order`, in arrival order.
+fn received(broker: &InProcessBroker, order: &str) -> Vec<u32> {
+    broker
+        .published_for(AGGREGATE, order)
+        .iter()
+        .map(note_number)
+        .collect()
+}
+
+async fn rows(db: &TestDb, outbox: &Outbox) -> Vec<OutboxRecord> {
+    OutboxRecord::list(db.conn(), outbox, 100_000)
+        .await
+        .unwrap()
+}
+
+async fn row(db: &TestDb, outbox: &Outbox, id: Uuid) -> OutboxRecord {
+    rows(db, outbox)
+        .await
+        .into_iter()
+        .find(|r| r.envelope.message_id == id)
+        .unwrap()
+}
+
+fn is_server(db: &TestDb) -> bool {
+    matches!(db.backend(), Backend::Postgres | Backend::MariaDb)
+}
+
+async fn checkout(
+    db: &TestDb,
+    outbox: &Outbox,
+    checkout_id: &str,
+) -> Result<String, UnitOfWorkError<DbErr>> {
+    outbox
+        .transaction(db.conn(), &OrderingContracts, async |uow| {
+            let order = Order::place(uow, PlaceOrder::sample(checkout_id));
+            order.save(uow).await?;
+            Ok(order.id)
+        })
+        .await
+}
+
+/// seeds/000 scenario 3: with the broker down, checkout still succeeds and the relay records
+/// an attempt; once the broker is back the rows go out, in order.
+async fn scenario_3_broker_down_then_back(db: &TestDb) {
+    let (outbox, clock) = manual_outbox();
+    setup(db, &outbox).await;
+    let broker = InProcessBroker::new();
+    let mut relay = relay(db, &outbox, &broker, "relay-1").build().unwrap();
+    broker.go_down();
+
+    eprintln!("3) Outbox: same two scenarios");
+    let order_id = checkout(db, &outbox, "checkout-1")
+        .await
+        .expect("checkout succeeds");
+    let click_2 = checkout(db, &outbox, "checkout-1")
+        .await
+        .expect_err("double click");
+    eprintln!("  click 2: {click_2}");
+    // A later event of the same order, committed while the broker is down.
+    note(db, &outbox, &order_id, 1, 1).await;
+
+    let down = relay.drain().await.unwrap();
+    eprintln!("  relay while broker is down: published {}", down.published);
+    assert_eq!(down.published, 0);
+    assert_eq!(
+        down.retried, 1,
+        "the order's first row failed, its second waits behind it"
+    );
+    let stored = rows(db, &outbox).await;
+    assert_eq!(stored[0].attempts, 1);
+    assert_eq!(stored[0].status, OutboxStatus::Pending);
+    assert_eq!(
+        stored[0].next_attempt_at,
+        t0() + TimeDelta::seconds(1),
+        "backoff 1 s"
+    );
+    assert!(stored[0].last_error.as_deref().unwrap().contains("down"));
+    assert_eq!(
+        stored[1].attempts, 0,
+        "not attempted: behind the failed row"
+    );
+
+    broker.come_up();
+    assert_eq!(
+        relay.drain().await.unwrap().published,
+        0,
+        "still in backoff"
+    );
+    clock.advance(TimeDelta::seconds(1));
+    let back = relay.drain().await.unwrap();
+    eprintln!("  relay after broker is back: published {}", back.published);
+    assert_eq!(back.published, 2);
+
+    let stored = rows(db, &outbox).await;
+    eprintln!(
+        "  orders in db: {}, outbox rows: {}, attempts: {}, messages on broker: {}",
+        count_orders(db.conn()).await.unwrap(),
+        stored.len(),
+        stored[0].attempts,
+        broker.len()
+    );
+    assert_eq!(count_orders(db.conn()).await.unwrap(), 1);
+    assert!(stored.iter().all(|r| r.status == OutboxStatus::Published));
+    assert_eq!(stored[0].published_at, Some(t0() + TimeDelta::seconds(1)));
+    let ids: Vec<Uuid> = broker.message_ids();
+    assert_eq!(
+        ids,
+        stored
+            .iter()
+            .map(|r| r.envelope.message_id)
+            .collect::<Vec<_>>(),
+        "in order"
+    );
+}
+
+/// seeds/000 scenario 4: the relay crashes after the broker took the message and before
+/// the row was marked; the restarted relay publishes it again with the same message id.
+async fn scenario_4_crash_between_publish_and_mark(db: &TestDb) {
+    let (outbox, clock) = manual_outbox();
+    setup(db, &outbox).await;
+    let broker = InProcessBroker::new();
+    checkout(db, &outbox, "checkout-1").await.unwrap();
+
+    eprintln!("4) Relay crashes between publish and mark; consumer has an inbox");
+    broker.crash_after_next_publish(AfterPublish::Hang);
+    let mut first = relay(db, &outbox, &broker, "relay-1").build().unwrap();
+    let crashed = tokio::spawn(async move { first.drain().await });
+    assert!(broker.wait_for_published(1, Duration::from_secs(10)).await);
+    crashed.abort();
+    assert!(crashed.await.unwrap_err().is_cancelled());
+    eprintln!("  relay #1: Process crashed (simulated)");
+    assert_eq!(
+        rows(db, &outbox).await[0].status,
+        OutboxStatus::Pending,
+        "not marked"
+    );
+
+    // The crashed relay's leases expire; the restarted relay takes over.
+    clock.advance(TimeDelta::seconds(3));
+    let mut second = relay(db, &outbox, &broker, "relay-2").build().unwrap();
+    let report = second.drain().await.unwrap();
+    eprintln!("  relay #2 (restart): published {}", report.published);
+    assert_eq!(report.published, 1);
+    let ids = broker.message_ids();
+    let distinct: HashSet<Uuid> = ids.iter().copied().collect();
+    eprintln!(
+        "  on broker: {} messages, distinct ids: {}",
+        ids.len(),
+        distinct.len()
+    );
+    assert_eq!((ids.len(), distinct.len()), (2, 1));
+    let stored = rows(db, &outbox).await;
+    assert_eq!(stored[0].status, OutboxStatus::Published);
+    assert_eq!(stored[0].envelope.message_id, ids[0]);
+}
+
+/// seeds/000 scenario 6: two relays claim disjoint batches (`SKIP LOCKED` on PostgreSQL and
+/// MariaDB; on SQLite the second relay gets nothing while the first holds the relay lease).
+async fn scenario_6_two_relays_claim_disjoint_rows(db: &TestDb) {
+    let outbox = Outbox::default();
+    setup(db, &outbox).await;
+    for i in 1..=6 {
+        note(db, &outbox, &format!("order-{i}"), 0, 1).await;
+    }
+    let seq_of: BTreeMap<Uuid, i64> = rows(db, &outbox)
+        .await
+        .iter()
+        .map(|r| (r.envelope.message_id, r.seq))
+        .collect();
+    let (broker_a, broker_b) = (InProcessBroker::new(), InProcessBroker::new());
+    broker_a.pause();
+    broker_b.pause();
+    let build = |broker: &InProcessBroker, id: &str| {
+        relay(db, &outbox, broker, id)
+            .ordering(Ordering::Unordered)
+            .batch_size(3)
+            .build()
+            .unwrap()
+    };
+    let mut relay_a = build(&broker_a, "relay-a");
+    let mut relay_b = build(&broker_b, "relay-b");
+    let a = tokio::spawn(async move { relay_a.run_batch().await });
+    assert!(broker_a.wait_for_waiting(1, Duration::from_secs(10)).await);
+    let b = tokio::spawn(async move { relay_b.run_batch().await });
+    if is_server(db) {
+        assert!(broker_b.wait_for_waiting(1, Duration::from_secs(10)).await);
+    }
+    broker_a.resume();
+    broker_b.resume();
+    let (a, b) = (a.await.unwrap().unwrap(), b.await.unwrap().unwrap());
+    let claimed = |broker: &InProcessBroker| -> Vec<i64> {
+        broker.message_ids().iter().map(|id| seq_of[id]).collect()
+    };
+    eprintln!("6) Two relay instances with FOR UPDATE SKIP LOCKED");
+    eprintln!(
+        "  relay A claimed {:?}, relay B claimed {:?}",
+        claimed(&broker_a),
+        claimed(&broker_b)
+    );
+    let first: Vec<i64> = seq_of.values().copied().collect();
+    assert_eq!(claimed(&broker_a), first[..3]);
+    if is_server(db) {
+        assert_eq!(claimed(&broker_b), first[3..]);
+        assert_eq!((a.published, b.published), (3, 3));
+    } else {
+        assert!(claimed(&broker_b).is_empty(), "one SQLite relay at a time");
+        assert_eq!(b.claimed, 0);
+    }
+}
+
+/// `PerAggregate`: two relays split the partitions through leases; every aggregate is
+/// published by exactly one of them, in order.
+async fn per_aggregate_relays_own_disjoint_partitions(db: &TestDb) {
+    let outbox = Outbox::builder().partitions(8).build().unwrap();
+    setup(db, &outbox).await;
+    for i in 0..20 {
+        note(db, &outbox, &format!("order-{i}"), 0, 3).await;
+    }
+    let (broker_a, broker_b) = (InProcessBroker::new(), InProcessBroker::new());
+    let mut relay_a = relay(db, &outbox, &broker_a, "relay-a").build().unwrap();
+    let mut relay_b = relay(db, &outbox, &broker_b, "relay-b").build().unwrap();
+    // A first takes everything, then B joins: A hands over B's share, B takes it.
+    let alone = relay_a.refresh_leases().await.unwrap();
+    relay_b.refresh_leases().await.unwrap();
+    let a = relay_a.refresh_leases().await.unwrap();
+    let b = relay_b.refresh_leases().await.unwrap();
+    let both: HashSet<&String> = a.owned.iter().chain(&b.owned).collect();
+    if is_server(db) {
+        assert_eq!(alone.owned.len(), 8);
+        assert_eq!(a.live_instances, ["relay-a", "relay-b"]);
+        assert!(!a.owned.is_empty() && !b.owned.is_empty(), "{a:?} {b:?}");
+        assert_eq!(both.len(), 8, "disjoint and complete: {a:?} {b:?}");
+        assert_eq!(a.owned.len() + b.owned.len(), 8);
+    } else {
+        assert_eq!(
+            a.owned.len() + b.owned.len(),
+            1,
+            "the single SQLite relay lease"
+        );
+    }
+    let (ra, rb) = (
+        relay_a.drain().await.unwrap(),
+        relay_b.drain().await.unwrap(),
+    );
+    assert_eq!(ra.published + rb.published, 60);
+    for i in 0..20 {
+        let order = format!("order-{i}");
+        let (from_a, from_b) = (received(&broker_a, &order), received(&broker_b, &order));
+        assert!(
+            from_a.is_empty() || from_b.is_empty(),
+            "{order} published by one relay"
+        );
+        assert_eq!([from_a, from_b].concat(), [0, 1, 2], "{order} in order");
+    }
+}
+
+/// 4 relays × 200 aggregates × 50 events, with 4 producers committing concurrently: every
+/// event published once, in order per aggregate.
+async fn four_relays_with_concurrent_producers(db: &TestDb) {
+    many_relays(db, Ordering::PerAggregate, 200, 50).await;
+}
+
+/// The same with `Unordered` relays (`SKIP LOCKED` only, no leases on PostgreSQL and
+/// MariaDB): every event published once.
+async fn four_unordered_relays_with_concurrent_producers(db: &TestDb) {
+    many_relays(db, Ordering::Unordered, 100, 20).await;
+}
+
+async fn many_relays(db: &TestDb, ordering: Ordering, aggregates: u32, events: u32) {
+    const PER_COMMIT: u32 = 5;
+    let outbox = Outbox::default();
+    setup(db, &outbox).await;
+    let broker = InProcessBroker::new();
+    let shutdown = CancellationToken::new();
+    let mut relays = Vec::new();
+    for r in 0..4 {
+        let relay = relay(db, &outbox, &broker, &format!("relay-{r}"))
+            .ordering(ordering)
+            .batch_size(200)
+            .build()
+            .unwrap();
+        relays.push(tokio::spawn(relay.run(shutdown.clone())));
+    }
+    let started = Instant::now();
+    let mut producers = Vec::new();
+    for p in 0..4u32 {
+        let conn = db.conn().clone();
+        let outbox = outbox.clone();
+        producers.push(tokio::spawn(async move {
+            for round in 0..events / PER_COMMIT {
+                for a in (p..aggregates).step_by(4) {
+                    let uow = outbox.begin(&conn, &OrderingContracts).await.unwrap();
+                    for k in 0..PER_COMMIT {
+                        uow.raise(OrderingEvent::Noted {
+                            order_id: format!("order-{a}"),
+                            n: round * PER_COMMIT + k,
+                        });
+                    }
+                    uow.commit().await.unwrap();
+                }
+            }
+        }));
+    }
+    for producer in producers {
+        producer.await.unwrap();
+    }
+    let total = (aggregates * events) as usize;
+    let produced = started.elapsed();
+    let all = broker
+        .wait_for_published(total, Duration::from_secs(120))
+        .await;
+    let published = started.elapsed();
+    shutdown.cancel();
+    let mut reports = Vec::new();
+    for relay in relays {
+        reports.push(relay.await.unwrap().unwrap());
+    }
+    eprintln!(
+        "  {total} events: produced in {produced:?}, all published after {published:?}; per relay: {:?}",
+        reports
+            .iter()
+            .map(|r| (r.published, r.errors))
+            .collect::<Vec<_>>()
+    );
+    assert!(all, "only {} of {total} published", broker.len());
+    assert!(reports.iter().all(|r| r.errors == 0), "{reports:?}");
+    assert_eq!(
+        broker.len(),
+        total,
+        "no duplicates without an injected crash"
+    );
+    let distinct: HashSet<Uuid> = broker.message_ids().into_iter().collect();
+    assert_eq!(distinct.len(), total);
+    for a in 0..aggregates {
+        let mut numbers = received(&broker, &format!("order-{a}"));
+        if ordering == Ordering::Unordered {
+            numbers.sort_unstable();
+        }
+        assert_eq!(
+            numbers,
+            (0..events).collect::<Vec<_>>(),
+            "order-{a} in order"
+        );
+    }
+    let stored = rows(db, &outbox).await;
+    assert!(stored.iter().all(|r| r.status == OutboxStatus::Published));
+    if is_server(db) {
+        assert!(
+            reports.iter().filter(|r| r.published > 0).count() >= 2,
+            "the work was shared: {reports:?}"
+        );
+    }
+}
+
+/// A relay killed in the middle of a batch: its leases expire, another relay resumes and
+/// nothing is lost.
+async fn relay_killed_mid_batch_is_taken_over(db: &TestDb) {
+    let outbox = Outbox::default();
+    setup(db, &outbox).await;
+    let broker = InProcessBroker::new();
+    let ids = note(db, &outbox, "order-1", 0, 5).await;
+    broker.pause();
+    let shutdown = CancellationToken::new();
+    let killed = tokio::spawn(
+        relay(db, &outbox, &broker, "relay-killed")
+            .lease_ttl(Duration::from_secs(1))
+            .heartbeat_interval(Duration::from_millis(100))
+            .publish_timeout(Duration::from_millis(400))
+            .build()
+            .unwrap()
+            .run(shutdown.clone()),
+    );
+    assert!(
+        broker.wait_for_waiting(1, Duration::from_secs(10)).await,
+        "mid-batch"
+    );
+    killed.abort();
+    assert!(killed.await.unwrap_err().is_cancelled());
+    broker.resume();
+    let started = Instant::now();
+    let survivor = tokio::spawn(
+        relay(db, &outbox, &broker, "relay-survivor")
+            .lease_ttl(Duration::from_secs(1))
+            .heartbeat_interval(Duration::from_millis(100))
+            .publish_timeout(Duration::from_millis(400))
+            .build()
+            .unwrap()
+            .run(shutdown.clone()),
+    );
+    assert!(broker.wait_for_published(5, Duration::from_secs(20)).await);
+    eprintln!("  taken over and published after {:?}", started.elapsed());
+    shutdown.cancel();
+    survivor.await.unwrap().unwrap();
+    assert_eq!(received(&broker, "order-1"), [0, 1, 2, 3, 4]);
+    assert_eq!(broker.message_ids(), ids);
+}
+
+/// A poison row goes dead after `max_attempts`; under `Block` it holds back its own
+/// aggregate only; an operator requeue publishes it and what waited behind it, in order.
+async fn poison_row_blocks_only_its_aggregate(db: &TestDb) {
+    let (outbox, clock) = manual_outbox();
+    setup(db, &outbox).await;
+    let broker = InProcessBroker::new();
+    broker.fail_messages(|e| {
+        (e.aggregate_id == "poison")
+            .then(|| PublishError::unavailable("poison is unroutable today"))
+    });
+    let mut relay = relay(db, &outbox, &broker, "relay-1")
+        .max_attempts(3)
+        .build()
+        .unwrap();
+    let poison = note(db, &outbox, "poison", 0, 2).await;
+    note(db, &outbox, "healthy", 0, 2).await;
+
+    let first = relay.drain().await.unwrap();
+    assert_eq!((first.published, first.retried), (2, 1));
+    assert_eq!(received(&broker, "healthy"), [0, 1]);
+    for attempt in 2..=3 {
+        clock.advance(TimeDelta::seconds(10));
+        // Other aggregates keep flowing while the poison row is retried.
+        note(db, &outbox, "healthy", attempt, 1).await;
+        let report = relay.drain().await.unwrap();
+        assert_eq!(report.published, 1, "attempt {attempt}");
+    }
+    let dead = row(db, &outbox, poison[0]).await;
+    assert_eq!((dead.status, dead.attempts), (OutboxStatus::Dead, 3));
+    assert!(dead.last_error.unwrap().contains("unroutable"));
+    let behind = row(db, &outbox, poison[1]).await;
+    assert_eq!(
+        (behind.status, behind.attempts),
+        (OutboxStatus::Pending, 0),
+        "blocked"
+    );
+    clock.advance(TimeDelta::seconds(60));
+    note(db, &outbox, "healthy", 4, 1).await;
+    assert_eq!(
+        relay.drain().await.unwrap().published,
+        1,
+        "only the healthy row"
+    );
+    assert_eq!(received(&broker, "healthy"), [0, 1, 2, 3, 4]);
+    assert!(received(&broker, "poison").is_empty());
+
+    let ops = Operations::new(db.conn().clone(), outbox.clone());
+    let status = ops.status().await.unwrap();
+    assert_eq!(status.pending, 1);
+    assert_eq!(status.dead_by_event_type[OrderNotedV2::EVENT_TYPE], 1);
+    let letters = ops.dead_letters(None, 10).await.unwrap();
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0].envelope.message_id, poison[0]);
+
+    broker.clear_failures();
+    let action = ops
+        .requeue(poison[0], "alice", Some("route fixed"))
+        .await
+        .unwrap();
+    assert_eq!(action.previous_status, "dead");
+    let report = relay.drain().await.unwrap();
+    assert_eq!(report.published, 2);
+    assert_eq!(
+        received(&broker, "poison"),
+        [0, 1],
+        "the requeued row first"
+    );
+    let log = ops.operator_log(Some(poison[0])).await.unwrap();
+    assert_eq!(log.len(), 1);
+    assert_eq!(
+        (log[0].actor.as_str(), log[0].reason.as_deref()),
+        ("alice", Some("route fixed"))
+    );
+    assert!(log[0].last_error.as_deref().unwrap().contains("unroutable"));
+    assert!(matches!(
+        ops.requeue(poison[0], "alice", None).await,
+        Err(outbox_seaorm::ops::OpsError::WrongStatus { .. })
+    ));
+}
+
+/// `Skip`: a dead row does not hold its aggregate back; a permanent error dead-letters at
+/// once; an operator `skip` (recorded) releases an aggregate blocked under `Block`.
+async fn skip_policy_and_operator_skip(db: &TestDb) {
+    let (outbox, clock) = manual_outbox();
+    setup(db, &outbox).await;
+    let broker = InProcessBroker::new();
+    broker.fail_messages(|e| {
+        (note_number(e) == 0).then(|| PublishError::rejected("schema violation"))
+    });
+    let rejected = note(db, &outbox, "order-skip", 0, 3).await;
+    let mut skipping = relay(db, &outbox, &broker, "relay-skip")
+        .dead_letter_policy(DeadLetterPolicy::Skip)
+        .build()
+        .unwrap();
+    let report = skipping.drain().await.unwrap();
+    assert_eq!(
+        report.dead_lettered, 1,
+        "a permanent error dead-letters at once"
+    );
+    assert_eq!(report.published, 2, "Skip: the later rows go on");
+    let dead = row(db, &outbox, rejected[0]).await;
+    assert_eq!((dead.status, dead.attempts), (OutboxStatus::Dead, 1));
+    assert_eq!(received(&broker, "order-skip"), [1, 2]);
+    drop(skipping);
+    // The dropped relay's leases expire.
+    clock.advance(TimeDelta::seconds(3));
+
+    let blocked = note(db, &outbox, "order-block", 0, 2).await;
+    let mut blocking = relay(db, &outbox, &broker, "relay-block").build().unwrap();
+    let report = blocking.drain().await.unwrap();
+    assert_eq!((report.dead_lettered, report.published), (1, 0));
+    let ops = Operations::new(db.conn().clone(), outbox.clone());
+    assert!(matches!(
+        ops.skip(blocked[0], "bob", " ").await,
+        Err(outbox_seaorm::ops::OpsError::MissingReason)
+    ));
+    let action = ops
+        .skip(blocked[0], "bob", "superseded by v3")
+        .await
+        .unwrap();
+    assert_eq!(action.previous_status, "dead");
+    assert_eq!(blocking.drain().await.unwrap().published, 1);
+    assert_eq!(received(&broker, "order-block"), [1]);
+    let skipped = row(db, &outbox, blocked[0]).await;
+    assert_eq!(skipped.status, OutboxStatus::Skipped);
+    let status = ops.status().await.unwrap();
+    assert_eq!(status.skipped, 1);
+    assert_eq!(status.dead(), 1, "order-skip's row stays dead");
+    let log = ops.operator_log(None).await.unwrap();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].action, outbox_seaorm::ops::OperatorActionKind::Skip);
+    assert_eq!(log[0].actor, "bob");
+    assert_eq!(log[0].reason.as_deref(), Some("superseded by v3"));
+}
+
+/// Cancelling `run` while a batch is in flight: the batch finishes and is marked, then the
+/// relay releases its leases and removes its instance row.
+async fn graceful_shutdown_finishes_the_batch(db: &TestDb) {
+    let outbox = Outbox::default();
+    setup(db, &outbox).await;
+    let broker = InProcessBroker::new();
+    note(db, &outbox, "order-1", 0, 3).await;
+    broker.pause();
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(
+        relay(db, &outbox, &broker, "relay-1")
+            .build()
+            .unwrap()
+            .run(shutdown.clone()),
+    );
+    assert!(broker.wait_for_waiting(1, Duration::from_secs(10)).await);
+    shutdown.cancel();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!running.is_finished(), "waits for the batch in flight");
+    broker.resume();
+    let report = tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .expect("stops after the batch")
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.published, 3);
+    assert!(
+        rows(db, &outbox)
+            .await
+            .iter()
+            .all(|r| r.status == OutboxStatus::Published)
+    );
+    let status = Operations::new(db.conn().clone(), outbox.clone())
+        .status()
+        .await
+        .unwrap();
+    assert!(status.live_relays.is_empty(), "instance row removed");
+    let owners = db
+        .conn()
+        .query_all_raw(Statement::from_string(
+            db.backend().db_backend(),
+            "SELECT name FROM outbox_relay_leases WHERE owner IS NOT NULL",
+        ))
+        .await
+        .unwrap();
+    assert!(owners.is_empty(), "leases released");
+}
+
+/// The fast path publishes committed rows at once and marks them; what it cannot publish
+/// (broker down, an earlier row of the aggregate pending) stays for the relay.
+async fn fast_path_publishes_right_after_commit(db: &TestDb) {
+    let outbox = Outbox::default();
+    setup(db, &outbox).await;
+    let broker = InProcessBroker::new();
+    let mut relay = relay(db, &outbox, &broker, "relay-1")
+        .check_head(true)
+        .build()
+        .unwrap();
+    let fast_path = relay.fast_path();
+
+    let ids = note(db, &outbox, "order-1", 0, 2).await;
+    let report = fast_path.publish_committed(&ids).await.unwrap();
+    assert_eq!((report.published, report.left_to_relay), (2, 0));
+    assert_eq!(received(&broker, "order-1"), [0, 1]);
+    assert_eq!(
+        relay.drain().await.unwrap().published,
+        0,
+        "nothing left for the relay"
+    );
+
+    broker.go_down();
+    let missed = note(db, &outbox, "order-2", 0, 1).await;
+    assert_eq!(
+        fast_path
+            .publish_committed(&missed)
+            .await
+            .unwrap()
+            .left_to_relay,
+        1
+    );
+    assert_eq!(
+        row(db, &outbox, missed[0]).await.attempts,
+        0,
+        "no attempt counted"
+    );
+    broker.come_up();
+    let later = note(db, &outbox, "order-2", 1, 1).await;
+    let report = fast_path.publish_committed(&later).await.unwrap();
+    assert_eq!(report.published, 0, "an earlier row of order-2 is pending");
+    assert_eq!(relay.drain().await.unwrap().published, 2);
+    assert_eq!(received(&broker, "order-2"), [0, 1]);
+}
+
+/// Status, and retention cleanup of published outbox rows and old inbox rows in bounded
+/// batches under a lease.
+async fn purge_and_status(db: &TestDb) {
+    let (outbox, clock) = manual_outbox();
+    setup(db, &outbox).await;
+    let broker = InProcessBroker::new();
+    let mut relay = relay(db, &outbox, &broker, "relay-1").build().unwrap();
+    for i in 0..25 {
+        note(db, &outbox, &format!("order-{i}"), 0, 1).await;
+    }
+    assert_eq!(relay.drain().await.unwrap().published, 25);
+    clock.advance(TimeDelta::hours(2));
+    note(db, &outbox, "order-late", 0, 1).await;
+    clock.advance(TimeDelta::seconds(30));
+    relay.refresh_leases().await.unwrap();
+    let ops = Operations::new(db.conn().clone(), outbox.clone());
+    let status = ops.status().await.unwrap();
+    assert_eq!(status.pending, 1);
+    assert_eq!(status.oldest_claimable_age, Some(Duration::from_secs(30)));
+    assert_eq!(status.live_relays, ["relay-1"]);
+
+    // The inbox: two old rows, one recent.
+    let backend = db.backend().db_backend();
+    for (i, at) in [
+        "2026-03-01 08:00:00",
+        "2026-03-01 08:30:00",
+        "2026-03-01 11:00:00",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let at = match backend {
+            DbBackend::Sqlite => format!("'{}.000000Z'", at.replace(' ', "T")),
+            DbBackend::Postgres => format!("'{at}+00'"),
+            _ => format!("'{at}'"),
+        };
+        let id = match backend {
+            DbBackend::Postgres => format!("'{}'::uuid", Uuid::now_v7()),
+            _ => format!("'{}'", Uuid::now_v7()),
+        };
+        db.conn()
+            .execute_unprepared(&format!(
+                "INSERT INTO inbox (message_id, consumer, event_type, received_at) VALUES ({id}, 'c{i}', 'x.y.z.v1', {at})"
+            ))
+            .await
+            .unwrap();
+    }
+    // Another instance holds the cleanup lease: this one backs off.
+    let leases = outbox_seaorm::relay::RelayTables::of(&outbox).leases;
+    let far = match backend {
+        DbBackend::Sqlite => "'2099-01-01T00:00:00.000000Z'",
+        _ => "'2099-01-01 00:00:00'",
+    };
+    db.conn()
+        .execute_unprepared(&format!(
+            "INSERT INTO {leases} (name, owner, token, expires_at) VALUES ('cleanup/outbox', 'elsewhere', 1, {far})"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        ops.purge(Duration::from_secs(3600), 10).await.unwrap(),
+        None
+    );
+    db.conn()
+        .execute_unprepared(&format!(
+            "UPDATE {leases} SET owner = NULL WHERE name = 'cleanup/outbox'"
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        ops.purge(Duration::from_secs(3600), 10).await.unwrap(),
+        Some(25),
+        "3 batches"
+    );
+    let left = rows(db, &outbox).await;
+    assert_eq!(left.len(), 1, "the pending row stays");
+    assert_eq!(left[0].status, OutboxStatus::Pending);
+    // now = 11:00:30; keep 2 h of inbox: the 08:00 and 08:30 rows go.
+    assert_eq!(
+        ops.purge_inbox(Duration::from_secs(7200), 1).await.unwrap(),
+        Some(2)
+    );
+}
