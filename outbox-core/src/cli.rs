@@ -400,6 +400,35 @@ where
     ExitCode::from(code)
 }
 
+/// Parses a command line the way every embeddable CLI of this framework does: `--help` and
+/// `--version` print to `out` and yield [`EXIT_OK`]; a usage error prints to `err` and yields
+/// [`EXIT_ERROR`].
+///
+/// # Errors
+/// The exit code to return when the arguments did not yield a command to run.
+pub fn parse_args<P, I, T>(args: I, out: &mut dyn Write, err: &mut dyn Write) -> Result<P, u8>
+where
+    P: clap::Parser,
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    P::try_parse_from(args).map_err(|e| {
+        let informational = matches!(
+            e.kind(),
+            clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+        );
+        let rendered = e.render();
+        // A failure to print the usage leaves nothing better to do.
+        if informational {
+            let _ = write!(out, "{rendered}");
+            EXIT_OK
+        } else {
+            let _ = write!(err, "{rendered}");
+            EXIT_ERROR
+        }
+    })
+}
+
 /// The whole command line with everything injected: the arguments (program name first), the
 /// source of the registry (called only once the arguments parsed, so `--help` works even
 /// with a broken registry), the output and the error output. Returns the numeric exit code.
@@ -413,22 +442,9 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match StandAlone::try_parse_from(args) {
+    let cli = match parse_args::<StandAlone, _, _>(args, out, err) {
         Ok(cli) => cli,
-        Err(e) => {
-            let informational = matches!(
-                e.kind(),
-                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
-            );
-            let rendered = e.render();
-            // A failure to print the usage leaves nothing better to do.
-            if informational {
-                let _ = write!(out, "{rendered}");
-                return EXIT_OK;
-            }
-            let _ = write!(err, "{rendered}");
-            return EXIT_ERROR;
-        }
+        Err(code) => return code,
     };
     let StandAloneCommand::Schemas(command) = cli.command;
     let result = registry()

@@ -60,7 +60,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use outbox_core::cli::{EXIT_CHECK_FAILED, EXIT_ERROR, EXIT_OK, OutputFormat, SchemasCommand};
+use outbox_core::cli::{
+    EXIT_CHECK_FAILED, EXIT_ERROR, EXIT_OK, OutputFormat, SchemasCommand, parse_args,
+};
 use outbox_core::{ContractRegistry, RegistryError};
 use sea_orm::{DatabaseConnection, DbErr};
 use serde_json::json;
@@ -548,22 +550,9 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match StandAlone::try_parse_from(args) {
+    let cli = match parse_args::<StandAlone, _, _>(args, out, err) {
         Ok(cli) => cli,
-        Err(e) => {
-            let informational = matches!(
-                e.kind(),
-                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
-            );
-            let rendered = e.render();
-            // A failure to print the usage leaves nothing better to do.
-            if informational {
-                let _ = write!(out, "{rendered}");
-                return EXIT_OK;
-            }
-            let _ = write!(err, "{rendered}");
-            return EXIT_ERROR;
-        }
+        Err(code) => return code,
     };
     match cli.command {
         StandAloneCommand::Outbox(command) => {

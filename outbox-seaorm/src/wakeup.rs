@@ -238,10 +238,6 @@ struct Slot {
     pending: bool,
     /// The pool of the latest commit.
     db: DatabaseConnection,
-    /// The task waits for the next commit to send the trailing notification.
-    waiting: bool,
-    /// Wakes the waiting task.
-    commit: Arc<tokio::sync::Notify>,
 }
 
 impl Shared {
@@ -307,7 +303,6 @@ impl SlotGuard {
                 match slots.get_mut(&self.key) {
                     Some(slot) if slot.pending => {
                         slot.pending = false;
-                        slot.waiting = false;
                         slot.db.clone()
                     }
                     _ => {
@@ -323,19 +318,6 @@ impl SlotGuard {
             self.shared.send(&db).await;
             drop(db);
             tokio::time::sleep_until(started + self.shared.min_interval).await;
-            let commit = {
-                let mut slots = self.shared.slots();
-                match slots.get_mut(&self.key) {
-                    Some(slot) if slot.pending => {
-                        slot.waiting = true;
-                        Some(Arc::clone(&slot.commit))
-                    }
-                    _ => None,
-                }
-            };
-            if let Some(commit) = commit {
-                let _ = tokio::time::timeout(self.shared.min_interval, commit.notified()).await;
-            }
         }
     }
 }
@@ -370,10 +352,6 @@ impl Notifier {
                 // A task runs: it notifies again at the end of its interval.
                 slot.pending = true;
                 slot.db = db;
-                if slot.waiting {
-                    slot.waiting = false;
-                    slot.commit.notify_one();
-                }
                 return;
             }
             let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -382,15 +360,7 @@ impl Notifier {
                 tracing::warn!("no Tokio runtime: outbox wake-up not sent");
                 return;
             };
-            slots.insert(
-                key.clone(),
-                Slot {
-                    pending: true,
-                    db,
-                    waiting: false,
-                    commit: Arc::new(tokio::sync::Notify::new()),
-                },
-            );
+            slots.insert(key.clone(), Slot { pending: true, db });
             (
                 runtime,
                 SlotGuard {
