@@ -12,7 +12,7 @@
 //! | envelope encoding | [`EnvelopeConfig::default`] (256 KiB payload limit) |
 //! | clock | [`SystemClock`] (microseconds) |
 //! | PostgreSQL `NOTIFY` channel | `outbox_pending` ([`DEFAULT_NOTIFY_CHANNEL`]) |
-//! | PostgreSQL wake-up | [`PostgresWakeup::AfterCommit`], at most one `NOTIFY` per 5 ms per database |
+//! | PostgreSQL wake-up | [`PostgresWakeup::AfterCommit`], at most one `NOTIFY` per 8 ms per database |
 //! | SQLite transactions | `BEGIN IMMEDIATE` |
 //! | trace context | [`trace::default_source`] |
 //!
@@ -218,7 +218,7 @@ impl OutboxBuilder {
     }
 
     /// How a commit on PostgreSQL notifies the [`notify_channel`](Self::notify_channel)
-    /// (default [`PostgresWakeup::AfterCommit`] with a 5 ms `min_interval`: after `COMMIT`,
+    /// (default [`PostgresWakeup::AfterCommit`] with an 8 ms `min_interval`: after `COMMIT`,
     /// coalesced, off the caller's path). See [`crate::wakeup`] for the modes and their
     /// trade-offs. Ignored on other backends.
     pub fn postgres_wakeup(mut self, wakeup: PostgresWakeup) -> Self {
@@ -442,7 +442,7 @@ mod tests {
         assert_eq!(
             outbox.postgres_wakeup(),
             PostgresWakeup::AfterCommit {
-                min_interval: std::time::Duration::from_millis(5)
+                min_interval: std::time::Duration::from_millis(8)
             }
         );
         assert_eq!(outbox.wakeup_stats(), WakeupStats::default());
