@@ -240,6 +240,16 @@ impl io::Write for ByteCounter {
     }
 }
 
+/// The size of `value` serialized as compact JSON, measured without keeping a copy.
+///
+/// # Errors
+/// The serializer's error when `value` cannot be serialized.
+pub fn serialized_len<T: Serialize + ?Sized>(value: &T) -> Result<usize, serde_json::Error> {
+    let mut counter = ByteCounter(0);
+    serde_json::to_writer(&mut counter, value)?;
+    Ok(counter.0)
+}
+
 impl EnvelopeConfig {
     /// The default configuration.
     pub fn new() -> Self {
@@ -296,12 +306,11 @@ impl EnvelopeConfig {
             event_type: E::EVENT_TYPE.to_owned(),
             source,
         };
-        let mut counter = ByteCounter(0);
-        serde_json::to_writer(&mut counter, event).map_err(serialize_error)?;
-        if counter.0 > self.max_payload_bytes {
+        let size = serialized_len(event).map_err(serialize_error)?;
+        if size > self.max_payload_bytes {
             return Err(EncodeError::PayloadTooLarge {
                 event_type: E::EVENT_TYPE.to_owned(),
-                size: counter.0,
+                size,
                 limit: self.max_payload_bytes,
             });
         }

@@ -2,8 +2,6 @@
 //! [`UnitOfWork::commit`](crate::UnitOfWork::commit), so no public API writes an outbox row
 //! outside the business transaction.
 
-use std::io;
-
 use chrono::{DateTime, Utc};
 use outbox_core::Envelope;
 use sea_orm::sea_query::{Alias, Expr, Query, Value};
@@ -37,26 +35,9 @@ pub(crate) fn rows_per_chunk(backend: DbBackend, configured: usize) -> usize {
         .max(1)
 }
 
-/// Counts bytes written, to measure JSON without keeping a copy.
-struct ByteCounter(usize);
-
-impl io::Write for ByteCounter {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0 += buf.len();
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
 fn json_len(value: &serde_json::Value) -> usize {
-    let mut counter = ByteCounter(0);
-    // Serializing a `Value` into a counter cannot fail.
-    match serde_json::to_writer(&mut counter, value) {
-        Ok(()) => counter.0,
-        Err(_) => 0,
-    }
+    // Serializing a `Value` cannot fail.
+    outbox_core::envelope::serialized_len(value).unwrap_or(0)
 }
 
 /// One row's bound values and its estimated size.
