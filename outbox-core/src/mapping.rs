@@ -180,6 +180,11 @@ pub trait ContractMapper<E>: Send + Sync {
 ///     OrderArchived { order_id: u64 },
 /// }
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not derive `DomainEvent`",
+    label = "no derived mapping to contracts",
+    note = "derive `DomainEvent` on it, or give the unit of work a mapper (for `#[inbox_handler]`: `mapper = &MyContracts`)"
+)]
 pub trait DomainEvent: Send + 'static {
     /// Emits the contracts this event maps to into `out` (none for a local event).
     ///
@@ -201,6 +206,26 @@ pub struct DerivedMapping;
 impl<E: DomainEvent> ContractMapper<E> for DerivedMapping {
     fn map(&self, event: &E, out: &mut ContractSink<'_>) -> Result<(), MapError> {
         event.map_contracts(out)
+    }
+}
+
+/// The domain events of a unit of work that raises none, e.g. a consumer handler that only
+/// writes business rows. It has no values, so nothing can be raised; it is the default of
+/// `outbox_seaorm::UnitOfWork<E = NoEvents>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NoEvents {}
+
+impl DomainEvent for NoEvents {
+    fn map_contracts(&self, _out: &mut ContractSink<'_>) -> Result<(), MapError> {
+        match *self {}
+    }
+
+    fn event_name(&self) -> &'static str {
+        match *self {}
+    }
+
+    fn is_local(&self) -> bool {
+        match *self {}
     }
 }
 

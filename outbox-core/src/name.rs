@@ -187,9 +187,95 @@ impl fmt::Display for EventType<'_> {
     }
 }
 
+/// The grammar of consumer names, as stated in error messages.
+pub const CONSUMER_GRAMMAR: &str = "a consumer name is one or more lowercase kebab-case \
+segments separated by dots, at most 255 characters, e.g. `inventory.reserve-stock`";
+
+/// Longest consumer name, in characters (the inbox `consumer` column is `varchar(255)`).
+pub const MAX_CONSUMER_CHARS: usize = 255;
+
+/// Why a string is not a valid consumer name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConsumerNameError {
+    /// The name is empty.
+    Empty,
+    /// The name is longer than [`MAX_CONSUMER_CHARS`].
+    TooLong {
+        /// Its length in characters.
+        chars: usize,
+    },
+    /// A segment is not lowercase kebab-case.
+    InvalidSegment {
+        /// The offending segment.
+        segment: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+}
+
+impl fmt::Display for ConsumerNameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty => write!(f, "the consumer name is empty; {CONSUMER_GRAMMAR}"),
+            Self::TooLong { chars } => write!(
+                f,
+                "the consumer name has {chars} characters, at most {MAX_CONSUMER_CHARS} are \
+                 allowed; {CONSUMER_GRAMMAR}"
+            ),
+            Self::InvalidSegment { segment, reason } => {
+                write!(f, "segment `{segment}` {reason}; {CONSUMER_GRAMMAR}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConsumerNameError {}
+
+/// Checks a consumer name (the inbox's dedup scope, e.g. `inventory.reserve-stock`): one or
+/// more lowercase kebab-case segments separated by dots, at most [`MAX_CONSUMER_CHARS`]
+/// characters. `#[inbox_handler]` applies it at compile time, the consumer at run time.
+///
+/// # Errors
+/// A [`ConsumerNameError`] saying which rule is broken.
+pub fn check_consumer_name(name: &str) -> Result<(), ConsumerNameError> {
+    if name.is_empty() {
+        return Err(ConsumerNameError::Empty);
+    }
+    let chars = name.chars().count();
+    if chars > MAX_CONSUMER_CHARS {
+        return Err(ConsumerNameError::TooLong { chars });
+    }
+    for segment in name.split('.') {
+        if let Err(EventTypeError::InvalidSegment { segment, reason }) = check_segment(segment) {
+            return Err(ConsumerNameError::InvalidSegment { segment, reason });
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn consumer_names() {
+        for ok in ["inventory", "inventory.reserve-stock", "a.b2.c-d"] {
+            assert_eq!(check_consumer_name(ok), Ok(()), "{ok}");
+        }
+        assert_eq!(check_consumer_name(""), Err(ConsumerNameError::Empty));
+        for bad in ["Inventory", "inventory.", ".x", "a..b", "a b", "a.-b", "a_b", "a.b-"] {
+            assert!(
+                matches!(check_consumer_name(bad), Err(ConsumerNameError::InvalidSegment { .. })),
+                "{bad}"
+            );
+        }
+        let long = format!("a{}", ".b".repeat(200));
+        assert!(matches!(
+            check_consumer_name(&long),
+            Err(ConsumerNameError::TooLong { chars: 401 })
+        ));
+    }
 
     #[test]
     fn accepts_valid_event_types() {

@@ -170,6 +170,7 @@
 
 pub mod config;
 pub mod error;
+pub mod inbox;
 pub mod migration;
 pub mod ops;
 pub mod partition;
@@ -192,3 +193,11 @@ pub use unit_of_work::{
     CommitReport, CommitWakeup, MapperRef, UnitOfWork, UnitOfWorkBuilder, UnitOfWorkConnection,
 };
 pub use wakeup::PostgresWakeup;
+
+/// Turns an `async fn(uow: &UnitOfWork<E>, event: Contract[, envelope: &Envelope]) ->
+/// Result<(), Error>` into an inbox handler of a consumer: see [`inbox`] and
+/// [`inbox::InboxHandler`].
+pub use outbox_macros::inbox_handler;
+
+#[doc(hidden)]
+pub mod __private;

@@ -28,6 +28,7 @@
 //!     "m20260501_000001_create_outbox_table__ordering_outbox",
 //!     "m20260501_000002_create_inbox_table__ordering_inbox",
 //!     "m20260601_000001_create_relay_tables__ordering_outbox",
+//!     "m20261201_000001_create_inbox_dead_letters__ordering_inbox",
 //! ]);
 //! ```
 //!
@@ -167,11 +168,58 @@ impl MigrationTrait for CreateRelayTables {
     }
 }
 
-/// Every migration of `outbox`: outbox table, inbox table, relay tables.
+/// Creates the consumer dead-letter table, see [`crate::inbox::dead_letter`].
+#[derive(Debug, Clone)]
+pub struct CreateInboxDeadLetters {
+    outbox: Outbox,
+    name: String,
+}
+
+impl CreateInboxDeadLetters {
+    /// The migration for `outbox`'s consumer dead-letter table, named
+    /// `m20261201_000001_create_inbox_dead_letters__<inbox table>`.
+    pub fn new(outbox: &Outbox) -> Self {
+        Self {
+            name: format!(
+                "m20261201_000001_create_inbox_dead_letters__{}",
+                outbox.inbox_table()
+            ),
+            outbox: outbox.clone(),
+        }
+    }
+}
+
+impl MigrationName for CreateInboxDeadLetters {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for CreateInboxDeadLetters {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let statements = schema::statements(
+            manager.get_database_backend(),
+            &self.outbox,
+            Tables::InboxDeadLetters,
+        )?;
+        schema::execute_all(manager.get_connection(), statements).await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let statement =
+            crate::inbox::dead_letter::drop_statement(manager.get_database_backend(), &self.outbox);
+        schema::execute_all(manager.get_connection(), vec![statement]).await
+    }
+}
+
+/// Every migration of `outbox`: outbox table, inbox table, relay tables, consumer
+/// dead-letter table.
 pub fn migrations(outbox: &Outbox) -> Vec<Box<dyn MigrationTrait>> {
     vec![
         Box::new(CreateOutboxTable::new(outbox)),
         Box::new(CreateInboxTable::new(outbox)),
         Box::new(CreateRelayTables::new(outbox)),
+        Box::new(CreateInboxDeadLetters::new(outbox)),
     ]
 }

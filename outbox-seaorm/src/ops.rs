@@ -52,6 +52,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
+use crate::inbox::dead_letter::{self, ConsumerDeadLetter, DeadLetterStatus};
 use crate::config::Outbox;
 use crate::record::OutboxRecord;
 use crate::relay::lease::{INBOX_CLEANUP_LEASE, OUTBOX_CLEANUP_LEASE};
@@ -606,6 +607,53 @@ impl Operations {
                 })
             })
             .collect()
+    }
+
+    /// Consumer dead letters ([`crate::inbox::dead_letter`]), oldest first, of one consumer
+    /// or all, in one state or all.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn consumer_dead_letters(
+        &self,
+        consumer: Option<&str>,
+        status: Option<DeadLetterStatus>,
+        limit: u64,
+    ) -> Result<Vec<ConsumerDeadLetter>, DbErr> {
+        dead_letter::list(&self.db, &self.outbox, consumer, status, limit).await
+    }
+
+    /// One consumer dead letter by id.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn consumer_dead_letter(&self, id: i64) -> Result<Option<ConsumerDeadLetter>, DbErr> {
+        dead_letter::find(&self.db, &self.outbox, id).await
+    }
+
+    /// Marks a consumer dead letter `requeued` (recording who and when); the running
+    /// [`Consumer`](crate::inbox::Consumer) of its consumer name redelivers it to its
+    /// handler. Returns `false` when the dead letter does not exist or is not `dead`.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn requeue_consumer_dead_letter(&self, id: i64, actor: &str) -> Result<bool, DbErr> {
+        let requeued = dead_letter::transition(
+            &self.db,
+            &self.outbox,
+            id,
+            DeadLetterStatus::Dead,
+            DeadLetterStatus::Requeued,
+            Some(actor),
+        )
+        .await?;
+        if requeued {
+            let mut labels = self.labels.clone();
+            labels.push(metrics::Label::new("action", "requeue-consumer"));
+            metrics::counter!(metric::OPERATOR_ACTIONS, labels).increment(1);
+            tracing::info!(dead_letter = id, actor, "consumer dead letter requeued");
+        }
+        Ok(requeued)
     }
 
     /// Deletes published rows older than `retention`, `batch` rows per statement, while

@@ -343,6 +343,8 @@ pub(crate) enum Tables {
     Inbox,
     /// The relay's tables ([`crate::relay::tables`]); needs the outbox table.
     Relay,
+    /// The consumer dead-letter table ([`crate::inbox::dead_letter`]).
+    InboxDeadLetters,
     /// Outbox, inbox and relay tables.
     Both,
 }
@@ -362,6 +364,9 @@ pub(crate) fn statements(
     }
     if matches!(tables, Tables::Relay | Tables::Both) {
         statements.extend(crate::relay::tables::statements(backend, outbox));
+    }
+    if matches!(tables, Tables::InboxDeadLetters | Tables::Both) {
+        statements.extend(crate::inbox::dead_letter::statements(backend, outbox));
     }
     Ok(statements)
 }

@@ -166,6 +166,29 @@ pub fn current_span_context() -> Option<TraceContext> {
     TraceContext::new(traceparent, Some(tracestate)).ok()
 }
 
+/// The OpenTelemetry context whose remote parent is `envelope`'s trace context, for the
+/// consumer span that continues the producer's trace. (`otel` feature.)
+#[cfg(feature = "otel")]
+pub(crate) fn remote_parent(envelope: &outbox_core::Envelope) -> Option<opentelemetry::Context> {
+    use opentelemetry::trace::{
+        SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState,
+    };
+
+    let context = TraceContext::of_envelope(envelope)?;
+    let mut parts = context.traceparent().split('-');
+    let (_version, trace_id, span_id, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let trace_id = TraceId::from_hex(trace_id).ok()?;
+    let span_id = SpanId::from_hex(span_id).ok()?;
+    let flags = u8::from_str_radix(flags, 16).ok()?;
+    let state = context
+        .tracestate()
+        .and_then(|state| state.parse::<TraceState>().ok())
+        .unwrap_or_default();
+    let span = SpanContext::new(trace_id, span_id, TraceFlags::new(flags), true, state);
+    Some(opentelemetry::Context::new().with_remote_span_context(span))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -82,7 +82,7 @@ use crate::write;
 /// closures taking `&UnitOfWork<E>` then have a single lifetime, which rustc needs to see
 /// the future of [`UnitOfWorkBuilder::transaction`] as `Send` (with a lifetime parameter,
 /// spawning it fails with "implementation of `AsyncFnOnce` is not general enough").
-pub struct UnitOfWork<E: 'static> {
+pub struct UnitOfWork<E: 'static = outbox_core::mapping::NoEvents> {
     txn: DatabaseTransaction,
     outbox: Outbox,
     mapper: MapperRef<E>,

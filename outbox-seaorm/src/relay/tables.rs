@@ -40,7 +40,7 @@ pub struct RelayTables {
 }
 
 /// `<table>_<suffix>`, shortened with a hash when over 63 characters.
-fn derived(table: &TableName, suffix: &str) -> TableName {
+pub(crate) fn derived(table: &TableName, suffix: &str) -> TableName {
     let full = format!("{}_{suffix}", table.table());
     let name = if full.len() <= MAX_IDENTIFIER_LEN {
         full

@@ -1,0 +1,147 @@
+//! Handler registrations, collected with `inventory` for [`Consumer`](super::Consumer).
+
+use std::future::Future;
+use std::pin::Pin;
+
+use outbox_core::{Envelope, IntegrationEvent};
+use sea_orm::DatabaseConnection;
+
+use super::{BoxError, InboxError, InboxHandler, InboxOutcome, apply, apply_decoded};
+use crate::config::Outbox;
+
+type Applied<'a> =
+    Pin<Box<dyn Future<Output = Result<InboxOutcome, InboxError<BoxError>>> + Send + 'a>>;
+type ApplyFn = for<'a> fn(&'a DatabaseConnection, &'a Outbox, &'a Envelope) -> Applied<'a>;
+
+/// One route of a consumer: messages of `event_type` go to `handler`. Submitted by
+/// `#[inbox_handler]` (one per handled event type: the contract, plus each
+/// `upcast(from = …)` version), collected by [`Consumer`](super::Consumer).
+#[derive(Debug)]
+pub struct HandlerRegistration {
+    consumer: &'static str,
+    handler: &'static str,
+    event_type: &'static str,
+    contract: &'static str,
+    apply: ApplyFn,
+}
+
+inventory::collect!(HandlerRegistration);
+
+impl<E> InboxError<E> {
+    /// Maps the handler error.
+    pub fn map_handler<F>(self, map: impl FnOnce(E) -> F) -> InboxError<F> {
+        match self {
+            Self::Decode { message_id, source } => InboxError::Decode { message_id, source },
+            Self::InvalidConsumer { name, reason } => InboxError::InvalidConsumer { name, reason },
+            Self::Database(error) => InboxError::Database(error),
+            Self::Handler(error) => InboxError::Handler(map(error)),
+            Self::Commit(error) => InboxError::Commit(error),
+        }
+    }
+}
+
+fn apply_erased<'a, H: InboxHandler>(
+    db: &'a DatabaseConnection,
+    outbox: &'a Outbox,
+    envelope: &'a Envelope,
+) -> Applied<'a> {
+    Box::pin(async move {
+        apply::<H>(db, outbox, envelope)
+            .await
+            .map_err(|error| error.map_handler(Into::into))
+    })
+}
+
+fn apply_upcast<'a, H, F>(
+    db: &'a DatabaseConnection,
+    outbox: &'a Outbox,
+    envelope: &'a Envelope,
+) -> Applied<'a>
+where
+    H: InboxHandler,
+    F: IntegrationEvent,
+    H::Contract: From<F>,
+{
+    Box::pin(async move {
+        let old = outbox
+            .envelope_config()
+            .decode::<F>(envelope)
+            .map_err(|source| InboxError::Decode {
+                message_id: envelope.message_id,
+                source,
+            })?;
+        apply_decoded::<H>(db, outbox, envelope, H::Contract::from(old))
+            .await
+            .map_err(|error| error.map_handler(Into::into))
+    })
+}
+
+impl HandlerRegistration {
+    /// The route of `H` for its own contract.
+    pub const fn of<H: InboxHandler>() -> Self {
+        Self {
+            consumer: H::CONSUMER,
+            handler: H::HANDLER,
+            event_type: <H::Contract as IntegrationEvent>::EVENT_TYPE,
+            contract: <H::Contract as IntegrationEvent>::EVENT_TYPE,
+            apply: apply_erased::<H>,
+        }
+    }
+
+    /// The route of `H` for an older contract `F`, upcast with `From<F>` before the handler
+    /// runs (`#[inbox_handler(…, upcast(from = F))]`).
+    pub const fn upcast<H, F>() -> Self
+    where
+        H: InboxHandler,
+        F: IntegrationEvent,
+        H::Contract: From<F>,
+    {
+        Self {
+            consumer: H::CONSUMER,
+            handler: H::HANDLER,
+            event_type: F::EVENT_TYPE,
+            contract: <H::Contract as IntegrationEvent>::EVENT_TYPE,
+            apply: apply_upcast::<H, F>,
+        }
+    }
+
+    /// Every registration linked into the program, in no particular order.
+    pub fn all() -> impl Iterator<Item = &'static HandlerRegistration> {
+        inventory::iter::<HandlerRegistration>.into_iter()
+    }
+
+    /// The consumer name.
+    pub fn consumer(&self) -> &'static str {
+        self.consumer
+    }
+
+    /// The handler's path.
+    pub fn handler(&self) -> &'static str {
+        self.handler
+    }
+
+    /// The event type routed to the handler.
+    pub fn event_type(&self) -> &'static str {
+        self.event_type
+    }
+
+    /// The contract the handler takes: [`event_type`](Self::event_type), or the newer
+    /// contract an upcast route converts to.
+    pub fn contract(&self) -> &'static str {
+        self.contract
+    }
+
+    /// Whether this route upcasts an older contract.
+    pub fn is_upcast(&self) -> bool {
+        self.event_type != self.contract
+    }
+
+    pub(crate) async fn apply(
+        &self,
+        db: &DatabaseConnection,
+        outbox: &Outbox,
+        envelope: &Envelope,
+    ) -> Result<InboxOutcome, InboxError<BoxError>> {
+        (self.apply)(db, outbox, envelope).await
+    }
+}
