@@ -30,6 +30,10 @@ use serde::de::DeserializeOwned;
 /// let paid = OrderPaidV2 { order_id: 42, amount_cents: 1999 };
 /// assert_eq!(paid.aggregate_id(), "42");
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an integration event contract",
+    label = "derive `IntegrationEvent` on this type"
+)]
 pub trait IntegrationEvent:
     Serialize + DeserializeOwned + schemars::JsonSchema + Send + Sync + 'static
 {

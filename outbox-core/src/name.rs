@@ -264,9 +264,21 @@ mod tests {
             assert_eq!(check_consumer_name(ok), Ok(()), "{ok}");
         }
         assert_eq!(check_consumer_name(""), Err(ConsumerNameError::Empty));
-        for bad in ["Inventory", "inventory.", ".x", "a..b", "a b", "a.-b", "a_b", "a.b-"] {
+        for bad in [
+            "Inventory",
+            "inventory.",
+            ".x",
+            "a..b",
+            "a b",
+            "a.-b",
+            "a_b",
+            "a.b-",
+        ] {
             assert!(
-                matches!(check_consumer_name(bad), Err(ConsumerNameError::InvalidSegment { .. })),
+                matches!(
+                    check_consumer_name(bad),
+                    Err(ConsumerNameError::InvalidSegment { .. })
+                ),
                 "{bad}"
             );
         }

@@ -5,6 +5,9 @@
 //!   its attribute syntax is documented on `outbox_core::IntegrationEvent`.
 //! - `#[derive(DomainEvent)]` maps each variant of a domain event enum to its contracts, or
 //!   marks it local; its attribute syntax is documented on `outbox_core::mapping::DomainEvent`.
+//!
+//! `#[inbox_handler]` turns an `async fn` into a consumer handler of the inbox; use it through
+//! `outbox-seaorm` (`outbox_seaorm::inbox_handler`), whose `inbox` module documents the runtime.
 
 // The event-type grammar, shared with `outbox-core` so that the derive and the runtime agree
 // on what a valid event type is. Only part of it is used here; its unit tests run here too.
@@ -13,6 +16,7 @@
 mod name;
 
 mod domain_event;
+mod inbox_handler;
 mod integration_event;
 mod shared;
 #[cfg(test)]
@@ -69,4 +73,65 @@ pub fn derive_integration_event(input: TokenStream) -> TokenStream {
 pub fn derive_domain_event(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
     domain_event::derive(&input).into()
+}
+
+/// Turns an `async fn` into an inbox handler: the handler of one contract for one consumer,
+/// applied once per message by `outbox_seaorm::inbox::apply` and dispatched by
+/// `outbox_seaorm::inbox::Consumer`.
+///
+/// ```ignore
+/// use outbox_seaorm::{UnitOfWork, inbox_handler};
+///
+/// /// Reserves stock for a placed order.
+/// #[inbox_handler(consumer = "inventory.reserve-stock")]
+/// async fn reserve_stock(
+///     uow: &UnitOfWork<InventoryEvent>,
+///     event: OrderPlacedV1,
+/// ) -> Result<(), StockError> {
+///     // business writes through `uow`, `uow.raise(…)` for events of its own
+///     Ok(())
+/// }
+///
+/// /// The next version, also accepting v1 messages (`OrderPlacedV2: From<OrderPlacedV1>`).
+/// #[inbox_handler(
+///     consumer = "inventory.reserve-stock",
+///     mapper = &InventoryContracts,
+///     upcast(from = OrderPlacedV1),
+/// )]
+/// pub async fn reserve_stock_v2(
+///     uow: &UnitOfWork<InventoryEvent>,
+///     event: OrderPlacedV2,
+///     envelope: &Envelope,
+/// ) -> Result<(), StockError> {
+///     Ok(())
+/// }
+/// ```
+///
+/// The function is `async fn(uow: &UnitOfWork<E>, event: Contract[, envelope: &Envelope]) ->
+/// Result<(), Error>`: the consumer unit of work (its business writes, its inbox row and the
+/// outbox rows of the events it raises commit together), the decoded contract by value and,
+/// optionally, the envelope (message id, headers, trace context). `Error` must convert into a
+/// boxed error (`Into<Box<dyn Error + Send + Sync>>`). Lifetime parameters are allowed; type
+/// and const parameters, `self` and `unsafe` are not.
+///
+/// Attribute keys:
+/// - `consumer = "…"` (required, string literal): the consumer name, the inbox's dedup scope;
+///   one or more lowercase kebab-case segments separated by dots, checked at compile time.
+/// - `mapper = <expression>` (optional): the mapper of the events the handler raises, anything
+///   `Into<MapperRef<E>>` (`&InventoryContracts`, `&MAPPER`, `Arc::new(…)`), evaluated per
+///   message. Without it, `E` must derive `DomainEvent` (the default `UnitOfWork<NoEvents>`
+///   does).
+/// - `upcast(from = <type>)` (optional, repeatable): an older contract the handler also
+///   accepts, decoded as that type and converted with `From`.
+///
+/// Generated, next to the function (which stays as written, callable in unit tests): a braced
+/// struct of the same name (in the type namespace, so it does not clash with the function)
+/// implementing `outbox_seaorm::inbox::InboxHandler` (so `inbox::apply::<reserve_stock>` works),
+/// and an `inventory` registration (`HandlerRegistration`) for the contract and for each
+/// `upcast`. Every mistake in the signature or the attribute is reported on its tokens, all at
+/// once; type mismatches (a contract that is not an `IntegrationEvent`, a first argument that is
+/// not a unit of work) point at the user's types.
+#[proc_macro_attribute]
+pub fn inbox_handler(args: TokenStream, item: TokenStream) -> TokenStream {
+    inbox_handler::attribute(args.into(), item.into()).into()
 }

@@ -1,6 +1,6 @@
-//! Expansion snapshots of the derives, for their unit tests.
+//! Expansion snapshots of the macros, for their unit tests.
 //!
-//! Each snapshot is the `prettyplease` rendering of a derive's output for one input,
+//! Each snapshot is the `prettyplease` rendering of a macro's output for one input,
 //! committed under `outbox-macros/tests/snapshots/<name>.expanded.rs`. Run with
 //! `UPDATE_SNAPSHOTS=1` to rewrite them after an intended change (and review the diff).
 
@@ -31,10 +31,15 @@ pub(crate) fn assert_snapshot(
     input: TokenStream,
 ) {
     let input: DeriveInput = syn::parse2(input).expect("test input is a derive input");
-    let actual = render(derive(&input));
+    assert_rendered(name, &render(derive(&input)));
+}
+
+/// Compares `actual` (a rendered expansion) with the snapshot `name`, or rewrites the
+/// snapshot when `UPDATE_SNAPSHOTS=1`.
+pub(crate) fn assert_rendered(name: &str, actual: &str) {
     let path = snapshot_path(name);
     if std::env::var_os("UPDATE_SNAPSHOTS").is_some_and(|v| v == "1") {
-        std::fs::write(&path, &actual)
+        std::fs::write(&path, actual)
             .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
         return;
     }
@@ -45,7 +50,7 @@ pub(crate) fn assert_snapshot(
         )
     });
     pretty_assertions::assert_eq!(
-        expected,
+        expected.as_str(),
         actual,
         "expansion of `{name}` differs from {} (UPDATE_SNAPSHOTS=1 rewrites it)",
         path.display()

@@ -111,6 +111,9 @@
 //! - [`record`]: reading outbox rows back;
 //! - [`relay`]: the [`Relay`](relay::Relay) that publishes the rows (claiming, leases,
 //!   retries, dead letters, `NOTIFY` wake-up) and the [fast path](relay::fast_path);
+//! - [`inbox`]: consumer handlers (`#[inbox_handler]`), each `(message_id, consumer)`
+//!   applied once in the handler's own transaction; the [`Consumer`](inbox::Consumer)
+//!   dispatcher with retries and the consumer dead-letter table;
 //! - [`ops`]: status, dead letters, requeue / skip, retention cleanup (and the `cli`
 //!   feature's command line, module `cli`);
 //! - [`trace`]: W3C trace context (the `otel` feature reads the current span's);

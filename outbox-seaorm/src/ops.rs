@@ -52,8 +52,8 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::inbox::dead_letter::{self, ConsumerDeadLetter, DeadLetterStatus};
 use crate::config::Outbox;
+use crate::inbox::dead_letter::{self, ConsumerDeadLetter, DeadLetterStatus};
 use crate::record::OutboxRecord;
 use crate::relay::lease::{INBOX_CLEANUP_LEASE, OUTBOX_CLEANUP_LEASE};
 use crate::relay::sql::{self, Sql, quote, quote_table};

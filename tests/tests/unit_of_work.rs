@@ -755,8 +755,8 @@ async fn migrations_create_and_drop_each_configuration(db: &TestDb) {
         .unwrap()
         .len();
     assert_eq!(
-        applied, 6,
-        "outbox, inbox and relay tables of two configurations"
+        applied, 8,
+        "outbox, inbox, relay and consumer dead-letter tables of two configurations"
     );
     create_business_tables(db.conn()).await.unwrap();
     for outbox in [ordering_outbox(), billing_outbox()] {
@@ -787,6 +787,17 @@ async fn migrations_create_and_drop_each_configuration(db: &TestDb) {
         .await
         .unwrap();
     assert!(found.is_none(), "inbox table dropped");
+    let dead_letters = outbox_seaorm::inbox::dead_letter::table(&billing_outbox());
+    let has_dead_letters = has_inbox.replace("billing_inbox", dead_letters.table());
+    let found = db
+        .conn()
+        .query_one_raw(Statement::from_string(
+            db.backend().db_backend(),
+            has_dead_letters,
+        ))
+        .await
+        .unwrap();
+    assert!(found.is_none(), "consumer dead-letter table dropped");
 }
 
 /// A domain enum with `#[derive(DomainEvent)]`, mapped by `DerivedMapping`.

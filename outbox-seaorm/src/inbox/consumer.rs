@@ -481,10 +481,11 @@ impl Consumer {
     fn unrouted(&self, envelope: &Envelope) -> Attempt {
         let inner = &self.inner;
         let event_type = envelope.event_type.clone();
-        let name = EventType::parse(&event_type).ok().map(|parsed| parsed.name());
-        let handled_name = |handled: &&str| {
-            EventType::parse(handled).ok().map(|parsed| parsed.name()) == name
-        };
+        let name = EventType::parse(&event_type)
+            .ok()
+            .map(|parsed| parsed.name());
+        let handled_name =
+            |handled: &&str| EventType::parse(handled).ok().map(|parsed| parsed.name()) == name;
         if name.is_some() && inner.routes.keys().any(handled_name) {
             return Attempt::DeadLetter(DeadLetterReason::UnsupportedVersion {
                 event_type,

@@ -263,7 +263,10 @@ pub(crate) async fn insert<C: ConnectionTrait>(
     let backend = db.get_database_backend();
     let (format, message) = encode_message(&letter.message)?;
     let mut statement = Sql::new(backend);
-    statement.push("INSERT INTO ").table(&table(outbox)).push(" (");
+    statement
+        .push("INSERT INTO ")
+        .table(&table(outbox))
+        .push(" (");
     let columns = [
         "message_id",
         "consumer",
@@ -309,15 +312,12 @@ pub(crate) async fn insert<C: ConnectionTrait>(
         .bind(sql::timestamp(backend, outbox.clock().now()))
         .push(")");
     if backend == DbBackend::MySql {
-        db.execute_raw(statement.build()).await?;
-        let row = db
-            .query_one_raw(sea_orm::Statement::from_string(
-                backend,
-                "SELECT LAST_INSERT_ID() AS id",
-            ))
-            .await?
-            .ok_or_else(|| DbErr::RecordNotInserted)?;
-        return sql::read_i64(&row, "id");
+        // The id comes back with the INSERT's own result (the OK packet): a separate
+        // `SELECT LAST_INSERT_ID()` may run on another pooled connection, and returns
+        // `BIGINT UNSIGNED`, which does not decode as i64.
+        let result = db.execute_raw(statement.build()).await?;
+        return i64::try_from(result.last_insert_id())
+            .map_err(|e| DbErr::Type(format!("dead letter id: {e}")));
     }
     statement.push(" RETURNING ").push(&quote(backend, "id"));
     let row = db

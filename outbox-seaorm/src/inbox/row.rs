@@ -42,9 +42,13 @@ pub(crate) async fn insert<C: ConnectionTrait>(
         statement.push(&quote(backend, name));
     }
     statement.push(") VALUES (");
-    statement.bind(sql::uuid(backend, envelope.message_id)).push(", ");
+    statement
+        .bind(sql::uuid(backend, envelope.message_id))
+        .push(", ");
     statement.bind(sql::text(consumer)).push(", ");
-    statement.bind(sql::text(envelope.event_type.as_str())).push(", ");
+    statement
+        .bind(sql::text(envelope.event_type.as_str()))
+        .push(", ");
     statement.bind(sql::timestamp(backend, now)).push(", ");
     statement.bind(sql::timestamp(backend, now)).push(")");
     if backend != DbBackend::MySql {

@@ -1,0 +1,1 @@
+//! kafka adapter (in progress).

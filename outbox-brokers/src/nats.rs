@@ -1,0 +1,1 @@
+//! nats adapter (in progress).

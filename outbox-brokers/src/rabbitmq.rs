@@ -1,0 +1,1 @@
+//! rabbitmq adapter (in progress).

@@ -1,0 +1,1 @@
+//! redis adapter (in progress).

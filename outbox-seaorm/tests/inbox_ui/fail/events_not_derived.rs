@@ -1,0 +1,27 @@
+use outbox_core::IntegrationEvent;
+use outbox_seaorm::{UnitOfWork, inbox_handler};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(IntegrationEvent, Serialize, Deserialize, JsonSchema)]
+#[integration_event(name = "bookstore.ordering.order-placed.v1", key = order_id)]
+pub struct OrderPlacedV1 {
+    pub order_id: String,
+}
+
+/// Raised by the handler, but neither derives `DomainEvent` nor has a mapper.
+pub enum InventoryEvent {
+    Reserved,
+}
+
+#[inbox_handler(consumer = "inventory.reserve-stock")]
+async fn reserve_stock(
+    _uow: &UnitOfWork<InventoryEvent>,
+    _event: OrderPlacedV1,
+) -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+fn main() {
+    let _ = InventoryEvent::Reserved;
+}

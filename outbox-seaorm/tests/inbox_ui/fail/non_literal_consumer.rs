@@ -1,0 +1,27 @@
+use outbox_core::IntegrationEvent;
+use outbox_seaorm::{UnitOfWork, inbox_handler};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(IntegrationEvent, Serialize, Deserialize, JsonSchema)]
+#[integration_event(name = "bookstore.ordering.order-placed.v1", key = order_id)]
+pub struct OrderPlacedV1 {
+    pub order_id: String,
+}
+
+const CONSUMER: &str = "inventory.reserve-stock";
+
+#[inbox_handler(consumer = CONSUMER)]
+async fn reserve_stock(_uow: &UnitOfWork, _event: OrderPlacedV1) -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+#[inbox_handler(consumer = concat!("inventory", ".reserve-stock"))]
+async fn release_stock(_uow: &UnitOfWork, _event: OrderPlacedV1) -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+fn main() {
+    let _ = reserve_stock;
+    let _ = release_stock;
+}

@@ -1,0 +1,25 @@
+use outbox_core::IntegrationEvent;
+use outbox_seaorm::{UnitOfWork, inbox_handler};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(IntegrationEvent, Serialize, Deserialize, JsonSchema)]
+#[integration_event(name = "bookstore.ordering.order-placed.v1", key = order_id)]
+pub struct OrderPlacedV1 {
+    pub order_id: String,
+}
+
+/// Deserializable, but not an integration event.
+#[derive(Deserialize)]
+pub struct OrderPlacedDto {
+    pub order_id: String,
+}
+
+#[inbox_handler(consumer = "inventory.reserve-stock")]
+async fn reserve_stock(_uow: &UnitOfWork, _event: OrderPlacedDto) -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+fn main() {
+    let _ = std::mem::size_of::<OrderPlacedV1>();
+}

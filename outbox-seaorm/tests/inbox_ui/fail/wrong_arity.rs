@@ -1,0 +1,30 @@
+use outbox_core::IntegrationEvent;
+use outbox_seaorm::{UnitOfWork, inbox_handler};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(IntegrationEvent, Serialize, Deserialize, JsonSchema)]
+#[integration_event(name = "bookstore.ordering.order-placed.v1", key = order_id)]
+pub struct OrderPlacedV1 {
+    pub order_id: String,
+}
+
+#[inbox_handler(consumer = "inventory.reserve-stock")]
+async fn only_the_event(_event: OrderPlacedV1) -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+#[inbox_handler(consumer = "inventory.reserve-stock")]
+async fn too_many(
+    _uow: &UnitOfWork,
+    _event: OrderPlacedV1,
+    _envelope: &outbox_core::Envelope,
+    _retry: u32,
+) -> Result<(), std::io::Error> {
+    Ok(())
+}
+
+fn main() {
+    let _ = only_the_event;
+    let _ = too_many;
+}
