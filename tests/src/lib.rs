@@ -6,6 +6,7 @@
 
 pub mod bookstore;
 pub mod db;
+pub mod proxy;
 
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
