@@ -1,1 +1,0 @@
-//! nats adapter (in progress).

@@ -1,0 +1,408 @@
+//! [`NatsPublisher`]: the relay's publisher for NATS JetStream.
+
+use std::collections::HashMap;
+use std::str::FromStr as _;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use async_nats::connection::State;
+use async_nats::jetstream::context::{PublishAckFuture, PublishErrorKind as NatsKind};
+use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::{self, ErrorCode};
+use async_nats::{HeaderMap, HeaderName, HeaderValue};
+use futures_util::future::join_all;
+use outbox_core::Envelope;
+use outbox_core::cloudevents;
+use outbox_core::publish::{BatchOutcome, MessageOutcome, PublishError, Publisher};
+
+use crate::route::Route;
+
+/// Default subject prefix: subjects are `events.<event type>`.
+pub const DEFAULT_SUBJECT_PREFIX: &str = "events.";
+
+/// Default time to wait for JetStream's acknowledgement of a message: 5 s.
+pub const DEFAULT_ACK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Default bound on acknowledgements awaited at once (JetStream's client default).
+pub const DEFAULT_MAX_ACK_INFLIGHT: usize = 5_000;
+
+/// Configures a [`NatsPublisher`]; see [`NatsPublisher::builder`].
+///
+/// | setting | default |
+/// |---|---|
+/// | route | [`Route::event_type`]`("events.")` ([`DEFAULT_SUBJECT_PREFIX`]): `events.bookstore.ordering.order-placed.v1` |
+/// | ack timeout | 5 s ([`DEFAULT_ACK_TIMEOUT`]); keep it below the relay's publish timeout (10 s by default) |
+/// | acknowledgements in flight | 5 000 ([`DEFAULT_MAX_ACK_INFLIGHT`]); a larger batch waits for earlier acknowledgements |
+#[derive(Debug)]
+#[must_use]
+pub struct NatsPublisherBuilder {
+    client: async_nats::Client,
+    route: Route,
+    ack_timeout: Duration,
+    max_ack_inflight: usize,
+}
+
+impl NatsPublisherBuilder {
+    /// Where each envelope goes (the subject). A JetStream stream must capture the subjects
+    /// ([`NatsStream`](super::NatsStream)).
+    pub fn route(mut self, route: Route) -> Self {
+        self.route = route;
+        self
+    }
+
+    /// How long to wait for a message's acknowledgement before reporting it as a
+    /// [`Timeout`](outbox_core::publish::PublishErrorKind::Timeout) (transient: the relay
+    /// publishes it again with the same id, which JetStream drops if it had stored it).
+    pub fn ack_timeout(mut self, timeout: Duration) -> Self {
+        self.ack_timeout = timeout;
+        self
+    }
+
+    /// How many acknowledgements may be awaited at once.
+    pub fn max_ack_inflight(mut self, inflight: usize) -> Self {
+        self.max_ack_inflight = inflight.max(1);
+        self
+    }
+
+    /// Builds the publisher.
+    pub fn build(self) -> NatsPublisher {
+        let context = jetstream::ContextBuilder::new()
+            .timeout(self.ack_timeout)
+            .max_ack_inflight(self.max_ack_inflight)
+            .backpressure_on_inflight(true)
+            .build(self.client.clone());
+        NatsPublisher {
+            client: self.client,
+            context,
+            route: self.route,
+            ack_timeout: self.ack_timeout,
+        }
+    }
+}
+
+/// Publishes outbox envelopes to JetStream; see the [module documentation](super) for the
+/// mapping and the guarantees.
+///
+/// A batch is pipelined: every message is handed to the client first (each yields an
+/// acknowledgement future), then every acknowledgement is awaited at once, so a batch costs
+/// one round trip, not one per message. Outcomes:
+///
+/// | what happened | outcome | class |
+/// |---|---|---|
+/// | acknowledged (also as a duplicate) | published | |
+/// | client not connected when the batch starts | the whole batch fails as `Unavailable` | transient |
+/// | no acknowledgement within the ack timeout | `Timeout` | transient |
+/// | connection lost while waiting | `Unavailable` | transient |
+/// | no stream captures the subject (no responders) | `Unavailable` (also what a JetStream that is still starting answers) | transient |
+/// | the stream's storage limits or resources are exhausted | `Unavailable` | transient |
+/// | over the server's `max_payload` or the stream's maximum message size | `TooLarge` | permanent |
+/// | invalid subject or header, sealed stream, any other refusal | `Rejected` | permanent |
+/// | after a failed message of the same aggregate in the batch | `NotAttempted` (also when JetStream stored it: it is republished later and dropped as a duplicate) | transient |
+#[derive(Debug, Clone)]
+pub struct NatsPublisher {
+    client: async_nats::Client,
+    context: jetstream::Context,
+    route: Route,
+    ack_timeout: Duration,
+}
+
+/// A message of the batch after the send phase.
+enum Sent {
+    /// Not sent: an earlier message of its aggregate failed.
+    Skipped,
+    /// Could not be sent.
+    Failed(PublishError),
+    /// Sent; its acknowledgement is awaited.
+    Pending(PublishAckFuture),
+}
+
+/// A message of the batch after the acknowledgement phase.
+enum Acked {
+    Skipped,
+    Failed(PublishError),
+    Stored(jetstream::publish::PublishAck),
+}
+
+impl NatsPublisher {
+    /// Starts configuring a publisher on `client` (see [`connect`](super::connect)).
+    pub fn builder(client: async_nats::Client) -> NatsPublisherBuilder {
+        NatsPublisherBuilder {
+            client,
+            route: Route::event_type(DEFAULT_SUBJECT_PREFIX),
+            ack_timeout: DEFAULT_ACK_TIMEOUT,
+            max_ack_inflight: DEFAULT_MAX_ACK_INFLIGHT,
+        }
+    }
+
+    /// The route.
+    pub fn route(&self) -> &Route {
+        &self.route
+    }
+
+    /// The ack timeout.
+    pub fn ack_timeout(&self) -> Duration {
+        self.ack_timeout
+    }
+
+    /// The JetStream context the publisher sends through.
+    pub fn jetstream(&self) -> &jetstream::Context {
+        &self.context
+    }
+
+    /// The subject, headers and body of `envelope`, or why it cannot be sent.
+    fn prepare(
+        &self,
+        envelope: &Envelope,
+    ) -> Result<(String, PublishMessage, usize), PublishError> {
+        let subject = self.route.destination(envelope);
+        check_subject(&subject)?;
+        let message = cloudevents::to_binary(envelope).map_err(|error| {
+            PublishError::rejected(format!("cannot map to CloudEvents headers: {error}"))
+                .with_source(error)
+        })?;
+        let mut headers = HeaderMap::new();
+        let message_id = envelope.message_id.to_string();
+        // `NATS/1.0\r\n` … `\r\n`, then `name: value\r\n` per header.
+        let mut size = 12 + message.body.len();
+        for (name, value) in message
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .chain([("Nats-Msg-Id", message_id.as_str())])
+        {
+            let header_name = HeaderName::from_str(name).map_err(|_| {
+                PublishError::rejected(format!(
+                    "header name `{name}` cannot travel in NATS (printable ASCII only, no `:`)"
+                ))
+            })?;
+            let header_value = HeaderValue::from_str(value).map_err(|_| {
+                PublishError::rejected(format!(
+                    "the value of header `{name}` cannot travel in NATS"
+                ))
+            })?;
+            size += name.len() + value.len() + 4;
+            headers.insert(header_name, header_value);
+        }
+        let publish = PublishMessage::build()
+            .payload(message.body.into())
+            .headers(headers);
+        Ok((subject, publish, size))
+    }
+
+    /// Hands one message to the client; the future resolves with JetStream's answer.
+    async fn send(&self, envelope: &Envelope) -> Result<PublishAckFuture, PublishError> {
+        let (subject, publish, size) = self.prepare(envelope)?;
+        let limit = self.client.max_payload();
+        if size > limit {
+            return Err(PublishError::too_large(size, limit));
+        }
+        self.context
+            .send_publish(subject.clone(), publish)
+            .await
+            .map_err(|error| classify(error, &subject, size, limit))
+    }
+
+    fn connects(&self) -> u64 {
+        self.client.statistics().connects.load(Ordering::Relaxed)
+    }
+}
+
+impl Publisher for NatsPublisher {
+    async fn publish(&self, batch: &[Envelope]) -> BatchOutcome {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let state = self.client.connection_state();
+        if state != State::Connected {
+            return Err(PublishError::unavailable(format!(
+                "not connected to the NATS server ({state})"
+            )));
+        }
+        let connects = self.connects();
+
+        // Send phase: every message in batch order, none of an aggregate after its failure.
+        let mut stopped: HashMap<(&str, &str), uuid::Uuid> = HashMap::new();
+        let mut sent = Vec::with_capacity(batch.len());
+        for envelope in batch {
+            let key = aggregate(envelope);
+            if stopped.contains_key(&key) {
+                sent.push(Sent::Skipped);
+                continue;
+            }
+            match self.send(envelope).await {
+                Ok(ack) => sent.push(Sent::Pending(ack)),
+                Err(error) => {
+                    stopped.insert(key, envelope.message_id);
+                    sent.push(Sent::Failed(error));
+                }
+            }
+        }
+
+        // Acknowledgement phase: all at once (each has its own timeout, started now).
+        let limit = self.client.max_payload();
+        let acked = join_all(
+            sent.into_iter()
+                .zip(batch)
+                .map(|(sent, envelope)| async move {
+                    match sent {
+                        Sent::Skipped => Acked::Skipped,
+                        Sent::Failed(error) => Acked::Failed(error),
+                        Sent::Pending(ack) => match ack.await {
+                            Ok(ack) => Acked::Stored(ack),
+                            Err(error) => Acked::Failed(classify(
+                                error,
+                                &self.route.destination(envelope),
+                                0,
+                                limit,
+                            )),
+                        },
+                    }
+                }),
+        )
+        .await;
+
+        // Outcomes in batch order: nothing of an aggregate is reported published after its
+        // first failure.
+        let reconnected = self.connects() != connects;
+        let mut failed: HashMap<(&str, &str), uuid::Uuid> = HashMap::new();
+        let mut outcomes: Vec<MessageOutcome> = Vec::with_capacity(batch.len());
+        for (envelope, acked) in batch.iter().zip(acked) {
+            let key = aggregate(envelope);
+            let outcome = match acked {
+                Acked::Skipped => Err(PublishError::not_attempted()),
+                Acked::Failed(error) => Err(error),
+                Acked::Stored(ack) => match failed.get(&key) {
+                    None => Ok(()),
+                    Some(earlier) => {
+                        if !ack.duplicate {
+                            tracing::warn!(
+                                message_id = %envelope.message_id,
+                                %earlier,
+                                stream = %ack.stream,
+                                sequence = ack.sequence,
+                                reconnected,
+                                "JetStream stored a message after an earlier message of its \
+                                 aggregate failed in the same batch: if the earlier one was \
+                                 not stored, it will follow this one in the stream"
+                            );
+                        }
+                        Err(PublishError::not_attempted())
+                    }
+                },
+            };
+            if outcome.is_err() {
+                failed.entry(key).or_insert(envelope.message_id);
+            }
+            outcomes.push(outcome);
+        }
+        tracing::debug!(
+            messages = batch.len(),
+            failed = outcomes.iter().filter(|o| o.is_err()).count(),
+            "JetStream batch published"
+        );
+        Ok(outcomes)
+    }
+}
+
+fn aggregate(envelope: &Envelope) -> (&str, &str) {
+    (
+        envelope.aggregate_type.as_str(),
+        envelope.aggregate_id.as_str(),
+    )
+}
+
+/// A NATS publish subject: non-empty tokens separated by dots, no wildcards, no whitespace.
+fn check_subject(subject: &str) -> Result<(), PublishError> {
+    let bad = |why: &str| {
+        Err(PublishError::rejected(format!(
+            "invalid NATS subject `{subject}`: {why}"
+        )))
+    };
+    if subject.is_empty() {
+        return bad("empty");
+    }
+    if subject.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return bad("whitespace or control characters");
+    }
+    for token in subject.split('.') {
+        if token.is_empty() {
+            return bad("empty token");
+        }
+        if token == "*" || token == ">" {
+            return bad("wildcards cannot be published to");
+        }
+    }
+    Ok(())
+}
+
+/// Classifies a JetStream publish error.
+fn classify(
+    error: jetstream::context::PublishError,
+    subject: &str,
+    size: usize,
+    limit: usize,
+) -> PublishError {
+    let kind = error.kind();
+    let classified = match kind {
+        NatsKind::TimedOut => PublishError::timeout(format!(
+            "no JetStream acknowledgement for `{subject}` in time"
+        )),
+        NatsKind::BrokenPipe => PublishError::unavailable(format!(
+            "connection lost before JetStream acknowledged `{subject}`"
+        )),
+        NatsKind::MaxAckPending => PublishError::unavailable("too many acknowledgements pending"),
+        NatsKind::StreamNotFound => PublishError::unavailable(format!(
+            "no JetStream stream captures subject `{subject}` (no responders; or JetStream is \
+             not ready yet)"
+        )),
+        NatsKind::MaxPayloadExceeded => {
+            PublishError::too_large(size.max(limit.saturating_add(1)), limit)
+        }
+        NatsKind::WrongLastMessageId | NatsKind::WrongLastSequence => {
+            PublishError::rejected(format!("JetStream refused `{subject}`: {error}"))
+        }
+        _ => match std::error::Error::source(&error)
+            .and_then(|s| s.downcast_ref::<jetstream::Error>())
+        {
+            Some(api) => classify_code(api, subject),
+            None => PublishError::unavailable(format!("publishing to `{subject}` failed: {error}")),
+        },
+    };
+    classified.with_source(error)
+}
+
+/// Classifies a JetStream API error answering a publish.
+fn classify_code(error: &jetstream::Error, subject: &str) -> PublishError {
+    let code = error.error_code();
+    let message = format!("JetStream refused `{subject}`: {error}");
+    if code == ErrorCode::STREAM_MESSAGE_EXCEEDS_MAXIMUM
+        || code == ErrorCode::STREAM_HEADER_EXCEEDS_MAXIMUM
+    {
+        PublishError::new(outbox_core::publish::PublishErrorKind::TooLarge, message)
+    } else if code == ErrorCode::STREAM_STORE_FAILED
+        || code == ErrorCode::ACCOUNT_RESOURCES_EXCEEDED
+        || code == ErrorCode::STORAGE_RESOURCES_EXCEEDED
+        || code == ErrorCode::MEMORY_RESOURCES_EXCEEDED
+        || code == ErrorCode::INSUFFICIENT_RESOURCES
+        || code == ErrorCode::JETSTREAM_NOT_ENABLED
+        || code == ErrorCode::JETSTREAM_NOT_ENABLED_FOR_ACCOUNT
+    {
+        PublishError::unavailable(message)
+    } else {
+        PublishError::rejected(message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects() {
+        assert!(check_subject("events.bookstore.ordering.order-placed.v1").is_ok());
+        for bad in ["", "a..b", ".a", "a.", "a.*", "a.>", "a b", "a\tb"] {
+            let error = check_subject(bad).expect_err(bad);
+            assert!(error.is_permanent(), "{bad}: {error}");
+        }
+    }
+}

@@ -1,1 +1,0 @@
-//! redis adapter (in progress).

@@ -1,0 +1,690 @@
+//! The NATS JetStream adapter against the real server on 127.0.0.1:4222 (JetStream enabled):
+//! what the publisher puts on the wire, JetStream's deduplication by `Nats-Msg-Id`, error
+//! classification (unreachable server, missing stream, oversized message), the consumer
+//! runner (applies once, acknowledges, redelivers in order what the inbox could not settle,
+//! reconnects after a cut), and the end-to-end scenario of issue 6.
+//!
+//! Every test makes its own stream (`T<uuid>` capturing `t<uuid>.>`) and deletes it.
+//! Connection cuts go through [`Proxy`], never through the shared server.
+
+#![allow(clippy::unwrap_used)]
+
+mod e2e_orders;
+
+use std::time::{Duration, Instant};
+
+use e2e_orders::{
+    CONSUMER, applied, assert_in_order, closed_port, consumer_tables, count, eventually,
+    inbox_and_dead_letters, inbox_consumer, order, through_proxy, with_payload,
+};
+use outbox_brokers::nats::async_nats::connection::State;
+use outbox_brokers::nats::async_nats::jetstream;
+use outbox_brokers::nats::{
+    self, NatsConsumerRunner, NatsPublisher, NatsStream, async_nats, durable_name_for,
+};
+use outbox_brokers::route::Route;
+use outbox_core::cloudevents::{self, header};
+use outbox_core::publish::{PublishErrorKind, Publisher as _};
+use outbox_core::{Envelope, EnvelopeConfig};
+use outbox_seaorm::Outbox;
+use outbox_tests::db::TestDb;
+use outbox_tests::proxy::Proxy;
+use outbox_tests::{Service, service};
+use tokio_util::sync::CancellationToken;
+
+/// A stream of the test's own and a client.
+struct Fixture {
+    client: async_nats::Client,
+    stream: NatsStream,
+    /// Subject prefix captured by the stream (`t<uuid>.`).
+    prefix: String,
+}
+
+impl Fixture {
+    async fn new(test: &str) -> Option<Self> {
+        let url = service(Service::Nats, test)?;
+        let client = connected(&url).await;
+        let id = uuid::Uuid::now_v7().simple().to_string();
+        let prefix = format!("t{id}.");
+        let stream = NatsStream::new(format!("T{id}"), [format!("{prefix}>")]);
+        stream.ensure(&client).await.unwrap();
+        Some(Self {
+            client,
+            stream,
+            prefix,
+        })
+    }
+
+    fn publisher(&self, client: &async_nats::Client) -> NatsPublisher {
+        NatsPublisher::builder(client.clone())
+            .route(Route::event_type(self.prefix.clone()))
+            .ack_timeout(Duration::from_secs(1))
+            .build()
+    }
+
+    /// The stream's messages, in order.
+    async fn messages(&self) -> Vec<jetstream::message::StreamMessage> {
+        let context = jetstream::new(self.client.clone());
+        let mut stream = context.get_stream(self.stream.name()).await.unwrap();
+        let state = stream.info().await.unwrap().state.clone();
+        let mut messages = Vec::new();
+        if state.messages > 0 {
+            for sequence in state.first_sequence..=state.last_sequence {
+                messages.push(stream.get_raw_message(sequence).await.unwrap());
+            }
+        }
+        messages
+    }
+
+    fn runner(
+        &self,
+        client: &async_nats::Client,
+        inbox: outbox_seaorm::inbox::Consumer,
+    ) -> NatsConsumerRunner {
+        NatsConsumerRunner::builder(client.clone(), inbox, self.stream.name())
+            .ack_wait(Duration::from_secs(2))
+            .fetch_wait(Duration::from_millis(300))
+            .redelivery_backoff(
+                outbox_core::policy::Backoff::new()
+                    .with_min_delay(Duration::from_millis(200))
+                    .with_max_delay(Duration::from_millis(500)),
+            )
+            .retry_backoff(
+                outbox_core::policy::Backoff::new()
+                    .with_min_delay(Duration::from_millis(100))
+                    .with_max_delay(Duration::from_secs(1)),
+            )
+            .build()
+            .unwrap()
+    }
+
+    async fn close(self) {
+        self.stream.delete(&self.client).await.unwrap();
+    }
+}
+
+/// A client (see [`nats::connect`]) once it is connected.
+async fn connected(url: &str) -> async_nats::Client {
+    let client = nats::connect(url).await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), async || client.connection_state()
+            == State::Connected)
+        .await,
+        "cannot connect to {url}"
+    );
+    client
+}
+
+/// The envelope's headers of a stored message (the broker's `Nats-*` ones left out).
+fn envelope_headers(message: &jetstream::message::StreamMessage) -> Vec<(String, String)> {
+    message
+        .headers
+        .iter()
+        .filter(|(name, _)| !name.to_string().to_ascii_lowercase().starts_with("nats-"))
+        .flat_map(|(name, values)| {
+            values
+                .iter()
+                .map(|value| (name.to_string(), value.as_str().to_owned()))
+        })
+        .collect()
+}
+
+fn header_of<'m>(message: &'m jetstream::message::StreamMessage, name: &str) -> Option<&'m str> {
+    message
+        .headers
+        .get(name)
+        .map(async_nats::HeaderValue::as_str)
+}
+
+/// Orders 0..2 of customers 0..2, interleaved as a relay batch would be.
+fn batch() -> Vec<Envelope> {
+    (0..2)
+        .flat_map(|n| (0..3).map(move |customer| order(customer, n)))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publishes_a_batch_with_cloudevents_headers_and_the_message_id() {
+    let Some(fixture) =
+        Fixture::new("publishes_a_batch_with_cloudevents_headers_and_the_message_id").await
+    else {
+        return;
+    };
+    let publisher = fixture.publisher(&fixture.client);
+    let batch = batch();
+    let outcomes = publisher.publish(&batch).await.unwrap();
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+
+    let messages = fixture.messages().await;
+    assert_eq!(messages.len(), batch.len());
+    for (message, envelope) in messages.iter().zip(&batch) {
+        assert_eq!(
+            message.subject.as_str(),
+            format!("{}{}", fixture.prefix, envelope.event_type),
+            "subject = prefix + event type, stored in batch order"
+        );
+        let id = envelope.message_id.to_string();
+        assert_eq!(header_of(message, "Nats-Msg-Id"), Some(id.as_str()));
+        assert_eq!(header_of(message, header::ID), Some(id.as_str()));
+        assert_eq!(
+            header_of(message, header::SUBJECT),
+            Some(envelope.aggregate_id.as_str()),
+            "the aggregate id (the key) travels as ce-subject"
+        );
+        assert_eq!(
+            header_of(message, header::TYPE),
+            Some(envelope.event_type.as_str())
+        );
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&message.payload).unwrap(),
+            envelope.payload
+        );
+        let decoded = cloudevents::from_binary(
+            envelope_headers(message)
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_bytes())),
+            &message.payload,
+            &EnvelopeConfig::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            &decoded, envelope,
+            "the stored message decodes to the envelope"
+        );
+    }
+    fixture.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_message_published_twice_is_stored_once() {
+    let Some(fixture) = Fixture::new("the_same_message_published_twice_is_stored_once").await
+    else {
+        return;
+    };
+    let publisher = fixture.publisher(&fixture.client);
+    let batch = batch();
+    for _ in 0..2 {
+        let outcomes = publisher.publish(&batch).await.unwrap();
+        assert!(
+            outcomes.iter().all(Result::is_ok),
+            "a duplicate is acknowledged: {outcomes:?}"
+        );
+    }
+    let messages = fixture.messages().await;
+    assert_eq!(
+        messages.len(),
+        batch.len(),
+        "JetStream dropped the duplicates"
+    );
+    let ids: Vec<&str> = messages
+        .iter()
+        .map(|m| header_of(m, header::ID).unwrap())
+        .collect();
+    let expected: Vec<String> = batch.iter().map(|e| e.message_id.to_string()).collect();
+    assert_eq!(ids, expected);
+    fixture.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_server_gives_transient_errors_and_the_publisher_recovers() {
+    let Some(fixture) =
+        Fixture::new("an_unreachable_server_gives_transient_errors_and_the_publisher_recovers")
+            .await
+    else {
+        return;
+    };
+    // Never reachable: the batch fails at once as unavailable.
+    let nowhere = nats::connect(&format!("nats://127.0.0.1:{}", closed_port().await))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let error = fixture
+        .publisher(&nowhere)
+        .publish(&batch())
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), PublishErrorKind::Unavailable, "{error}");
+    assert!(started.elapsed() < Duration::from_secs(1));
+
+    // Reachable, then cut: transient errors within the ack timeout, no panic.
+    let proxy = Proxy::start("127.0.0.1:4222").await.unwrap();
+    let client = connected(&format!("nats://{}", proxy.addr())).await;
+    let publisher = fixture.publisher(&client);
+    let first = vec![order(0, 0)];
+    assert!(publisher.publish(&first).await.unwrap()[0].is_ok());
+    proxy.cut();
+    let during = vec![order(0, 1), order(0, 2), order(1, 0)];
+    let started = Instant::now();
+    match publisher.publish(&during).await {
+        Err(error) => assert!(error.is_transient(), "{error}"),
+        Ok(outcomes) => {
+            assert_eq!(outcomes.len(), during.len());
+            for outcome in &outcomes {
+                let error = outcome.as_ref().unwrap_err();
+                assert!(error.is_transient(), "{error}");
+            }
+        }
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // Back: the client reconnects and the same messages go through, once each.
+    proxy.restore();
+    assert!(
+        eventually(Duration::from_secs(15), async || client.connection_state()
+            == State::Connected)
+        .await,
+        "the client reconnects"
+    );
+    let outcomes = publisher.publish(&during).await.unwrap();
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    assert!(proxy.connections() >= 2, "a new connection was made");
+    let ids: Vec<String> = fixture
+        .messages()
+        .await
+        .iter()
+        .map(|m| header_of(m, header::ID).unwrap().to_owned())
+        .collect();
+    let expected: Vec<String> = first
+        .iter()
+        .chain(&during)
+        .map(|e| e.message_id.to_string())
+        .collect();
+    assert_eq!(ids, expected, "each message stored once, in order");
+    fixture.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_message_holds_back_the_rest_of_its_aggregate_only() {
+    let Some(fixture) =
+        Fixture::new("a_failed_message_holds_back_the_rest_of_its_aggregate_only").await
+    else {
+        return;
+    };
+    // Customer 0's first order goes to a subject no stream captures.
+    let uncaptured = format!("u{}", uuid::Uuid::now_v7().simple());
+    let first = order(0, 0);
+    let route = {
+        let (prefix, first_id, uncaptured) =
+            (fixture.prefix.clone(), first.message_id, uncaptured.clone());
+        Route::custom(move |e| {
+            if e.message_id == first_id {
+                format!("{uncaptured}.{}", e.event_type)
+            } else {
+                format!("{prefix}{}", e.event_type)
+            }
+        })
+    };
+    let publisher = NatsPublisher::builder(fixture.client.clone())
+        .route(route)
+        .ack_timeout(Duration::from_secs(1))
+        .build();
+    // Customer 1's first order is over the server's max_payload (1 MiB by default).
+    let big = with_payload(
+        &order(1, 0),
+        serde_json::json!({ "blob": "x".repeat(2 * 1024 * 1024) }),
+    );
+    let batch = vec![
+        first,
+        big,
+        order(2, 0),
+        order(0, 1),
+        order(1, 1),
+        order(2, 1),
+    ];
+    let outcomes = publisher.publish(&batch).await.unwrap();
+    let kinds: Vec<Option<PublishErrorKind>> = outcomes
+        .iter()
+        .map(|o| {
+            o.as_ref()
+                .err()
+                .map(outbox_core::publish::PublishError::kind)
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            Some(PublishErrorKind::Unavailable), // no stream: transient (JetStream may be starting)
+            Some(PublishErrorKind::TooLarge),    // permanent
+            None,
+            Some(PublishErrorKind::NotAttempted), // stored, but behind customer 0's failure
+            Some(PublishErrorKind::NotAttempted), // not sent, behind customer 1's failure
+            None,
+        ]
+    );
+    let stored: Vec<String> = fixture
+        .messages()
+        .await
+        .iter()
+        .map(|m| header_of(m, header::ID).unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        stored,
+        [&batch[2], &batch[3], &batch[5]]
+            .iter()
+            .map(|e| e.message_id.to_string())
+            .collect::<Vec<_>>(),
+        "customer 0's second order reached the stream (reported not attempted); customer 1's did not"
+    );
+    fixture.close().await;
+}
+
+/// `NatsStream::ensure` creates, then updates; the runner's durable consumer is created, then
+/// updated to a changed configuration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_stream_and_consumer_are_created_and_updated() {
+    let Some(fixture) = Fixture::new("the_stream_and_consumer_are_created_and_updated").await
+    else {
+        return;
+    };
+    let info = fixture.stream.ensure(&fixture.client).await.unwrap();
+    assert_eq!(info.config.duplicate_window, nats::DEFAULT_DUPLICATE_WINDOW);
+    let longer = fixture
+        .stream
+        .clone()
+        .duplicate_window(Duration::from_secs(600));
+    let info = longer.ensure(&fixture.client).await.unwrap();
+    assert_eq!(info.config.duplicate_window, Duration::from_secs(600));
+    assert_eq!(info.config.subjects, [format!("{}>", fixture.prefix)]);
+
+    let db = TestDb::sqlite_memory().await;
+    let outbox = Outbox::default();
+    let runner = fixture.runner(&fixture.client, inbox_consumer(db.conn(), &outbox, 3));
+    let consumer = runner.ensure_consumer().await.unwrap();
+    let config = &consumer.cached_info().config;
+    assert_eq!(
+        config.durable_name.as_deref(),
+        Some(durable_name_for(CONSUMER).as_str())
+    );
+    assert_eq!(config.ack_wait, Duration::from_secs(2));
+    assert_eq!(
+        config.max_deliver, -1,
+        "unlimited: the inbox dead-letters poison messages"
+    );
+    let changed = NatsConsumerRunner::builder(
+        fixture.client.clone(),
+        inbox_consumer(db.conn(), &outbox, 3),
+        fixture.stream.name(),
+    )
+    .ack_wait(Duration::from_secs(5))
+    .max_deliver(50)
+    .build()
+    .unwrap();
+    let consumer = changed.ensure_consumer().await.unwrap();
+    let config = &consumer.cached_info().config;
+    assert_eq!(
+        (config.ack_wait, config.max_deliver),
+        (Duration::from_secs(5), 50)
+    );
+
+    assert!(longer.delete(&fixture.client).await.unwrap());
+    assert!(
+        !longer.delete(&fixture.client).await.unwrap(),
+        "already gone"
+    );
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runner_applies_each_message_once_and_acknowledges_it() {
+    let Some(fixture) =
+        Fixture::new("the_runner_applies_each_message_once_and_acknowledges_it").await
+    else {
+        return;
+    };
+    let db = TestDb::sqlite_file().await;
+    let outbox = Outbox::default();
+    consumer_tables(db.conn(), &outbox).await;
+    let publisher = fixture.publisher(&fixture.client);
+    let batch = batch();
+    assert!(
+        publisher
+            .publish(&batch)
+            .await
+            .unwrap()
+            .iter()
+            .all(Result::is_ok)
+    );
+    // A copy of the first message without `Nats-Msg-Id` (JetStream cannot drop it): the
+    // runner delivers it, the inbox skips it.
+    let copy = cloudevents::to_binary(&batch[0]).unwrap();
+    let mut headers = async_nats::HeaderMap::new();
+    for (name, value) in &copy.headers {
+        headers.insert(name.as_str(), value.as_str());
+    }
+    jetstream::new(fixture.client.clone())
+        .publish_with_headers(
+            format!("{}{}", fixture.prefix, batch[0].event_type),
+            headers,
+            copy.body.into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+
+    let runner = fixture.runner(&fixture.client, inbox_consumer(db.conn(), &outbox, 3));
+    assert_eq!(runner.durable_name(), durable_name_for(CONSUMER));
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(runner.run(shutdown.clone()));
+    assert!(
+        eventually(Duration::from_secs(10), async || applied(db.conn())
+            .await
+            .len()
+            >= 6)
+        .await
+    );
+    // The duplicate comes last and is acknowledged too.
+    let context = jetstream::new(fixture.client.clone());
+    let consumer: jetstream::consumer::PullConsumer = context
+        .get_stream(fixture.stream.name())
+        .await
+        .unwrap()
+        .get_consumer(&durable_name_for(CONSUMER))
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), async || {
+            let info = consumer.get_info().await.unwrap();
+            info.num_ack_pending == 0
+                && info.num_pending == 0
+                && info.ack_floor.stream_sequence == 7
+        })
+        .await,
+        "every message acknowledged: {:?}",
+        consumer.get_info().await.unwrap()
+    );
+    shutdown.cancel();
+    let report = running.await.unwrap();
+    assert_eq!(report.acked, 7, "{report:?}");
+    assert_eq!(report.redelivered, 0);
+    let rows = applied(db.conn()).await;
+    assert_eq!(rows.len(), 6, "the copy was not applied again");
+    assert_in_order(&rows, 2);
+    assert_eq!(inbox_and_dead_letters(db.conn(), &outbox).await, (6, 0));
+    db.close().await;
+    fixture.close().await;
+}
+
+/// The consumer's database is unreachable: the inbox cannot settle (not even dead-letter)
+/// the message, so the runner naks it and every later message of the batch; once the
+/// database is back they are applied, once each and in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_the_inbox_cannot_settle_are_redelivered_in_order() {
+    const TEST: &str = "messages_the_inbox_cannot_settle_are_redelivered_in_order";
+    let Some(fixture) = Fixture::new(TEST).await else {
+        return;
+    };
+    let Some(db) = TestDb::mariadb(TEST).await else {
+        return;
+    };
+    let outbox = Outbox::default();
+    consumer_tables(db.conn(), &outbox).await;
+    let db_proxy = Proxy::start("127.0.0.1:3306").await.unwrap();
+    let through = through_proxy(&db, &db_proxy).await;
+    db_proxy.cut();
+
+    let publisher = fixture.publisher(&fixture.client);
+    let batch = vec![order(0, 0), order(0, 1), order(1, 0), order(0, 2)];
+    assert!(
+        publisher
+            .publish(&batch)
+            .await
+            .unwrap()
+            .iter()
+            .all(Result::is_ok)
+    );
+    let runner = fixture.runner(&fixture.client, inbox_consumer(&through, &outbox, 2));
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(runner.run(shutdown.clone()));
+    // One settle while the database is down: two attempts and the dead-letter insert,
+    // each failing after the pool's 800 ms acquire timeout.
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    assert!(applied(db.conn()).await.is_empty());
+    db_proxy.restore();
+    let caught_up = eventually(Duration::from_secs(15), async || {
+        applied(db.conn()).await.len() >= 4
+    })
+    .await;
+    assert!(
+        caught_up,
+        "applied after the database came back: {:?}",
+        (
+            applied(db.conn()).await,
+            inbox_and_dead_letters(db.conn(), &outbox).await
+        )
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    shutdown.cancel();
+    let report = running.await.unwrap();
+    eprintln!("  {report:?}");
+    assert!(report.redelivered >= 1, "{report:?}");
+    assert_eq!(report.acked, 4, "{report:?}");
+    let rows = applied(db.conn()).await;
+    assert_eq!(rows.len(), 4);
+    let customer_0: Vec<u32> = rows
+        .iter()
+        .filter(|r| r.customer_id == "customer-000")
+        .map(|r| r.order_no)
+        .collect();
+    assert_eq!(customer_0, [0, 1, 2]);
+    assert_eq!(
+        inbox_and_dead_letters(db.conn(), &outbox).await,
+        (4, 0),
+        "no dead letter"
+    );
+    through.close().await.unwrap();
+    db.close().await;
+    fixture.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runner_reconnects_after_a_cut() {
+    let Some(fixture) = Fixture::new("the_runner_reconnects_after_a_cut").await else {
+        return;
+    };
+    let db = TestDb::sqlite_file().await;
+    let outbox = Outbox::default();
+    consumer_tables(db.conn(), &outbox).await;
+    let publisher = fixture.publisher(&fixture.client);
+    let proxy = Proxy::start("127.0.0.1:4222").await.unwrap();
+    let client = connected(&format!("nats://{}", proxy.addr())).await;
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(
+        fixture
+            .runner(&client, inbox_consumer(db.conn(), &outbox, 3))
+            .run(shutdown.clone()),
+    );
+    assert!(publisher.publish(&[order(0, 0)]).await.unwrap()[0].is_ok());
+    assert!(
+        eventually(Duration::from_secs(10), async || applied(db.conn())
+            .await
+            .len()
+            == 1)
+        .await
+    );
+
+    proxy.cut();
+    let during = [order(0, 1), order(0, 2)];
+    assert!(
+        publisher
+            .publish(&during)
+            .await
+            .unwrap()
+            .iter()
+            .all(Result::is_ok)
+    );
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(
+        applied(db.conn()).await.len(),
+        1,
+        "nothing reaches the runner while cut"
+    );
+    proxy.restore();
+    let started = Instant::now();
+    assert!(
+        eventually(Duration::from_secs(20), async || applied(db.conn())
+            .await
+            .len()
+            == 3)
+        .await,
+        "applied after the reconnect"
+    );
+    eprintln!("  caught up {:?} after the restore", started.elapsed());
+    shutdown.cancel();
+    let report = running.await.unwrap();
+    eprintln!("  {report:?}");
+    assert_in_order(&applied(db.conn()).await, 3);
+    assert!(proxy.connections() >= 2, "the runner's client reconnected");
+    assert_eq!(
+        count(db.conn(), "SELECT COUNT(*) FROM stock WHERE reserved < 0").await,
+        0
+    );
+    db.close().await;
+    fixture.close().await;
+}
+
+/// Issue 6, item 4, on NATS JetStream: 1 000 orders over 100 customers; midway the broker is
+/// cut for 2 s (publisher and runner connections alike) and the relay task is replaced.
+/// Order holds per customer: one stream, one runner on its durable consumer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn end_to_end_through_nats_with_a_cut_and_a_relay_restart() {
+    const TEST: &str = "end_to_end_through_nats_with_a_cut_and_a_relay_restart";
+    let Some(fixture) = Fixture::new(TEST).await else {
+        return;
+    };
+    let proxy = Proxy::start("127.0.0.1:4222").await.unwrap();
+    let url = format!("nats://{}", proxy.addr());
+    let runner_client = connected(&url).await;
+    let runner_fixture = &fixture;
+    e2e_orders::end_to_end(
+        TEST,
+        &proxy,
+        100,
+        10,
+        async || runner_fixture.publisher(&connected(&url).await),
+        |inbox, shutdown| {
+            let runner = NatsConsumerRunner::builder(runner_client, inbox, fixture.stream.name())
+                .ack_wait(Duration::from_secs(2))
+                .fetch_wait(Duration::from_millis(500))
+                .redelivery_backoff(
+                    outbox_core::policy::Backoff::new()
+                        .with_min_delay(Duration::from_millis(200))
+                        .with_max_delay(Duration::from_secs(1)),
+                )
+                .retry_backoff(
+                    outbox_core::policy::Backoff::new()
+                        .with_min_delay(Duration::from_millis(100))
+                        .with_max_delay(Duration::from_secs(1)),
+                )
+                .build()
+                .unwrap();
+            tokio::spawn(async move { format!("{:?}", runner.run(shutdown).await) })
+        },
+    )
+    .await;
+    fixture.close().await;
+}
