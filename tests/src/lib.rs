@@ -7,6 +7,7 @@
 pub mod bookstore;
 pub mod db;
 pub mod proxy;
+pub mod tansu;
 
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;

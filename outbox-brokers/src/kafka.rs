@@ -1,1 +1,0 @@
-//! kafka adapter (in progress).

@@ -1,1 +1,0 @@
-//! rabbitmq adapter (in progress).
