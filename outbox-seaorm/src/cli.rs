@@ -9,6 +9,9 @@
 //! my-ops outbox skip MESSAGE_ID --reason R [--actor A]
 //! my-ops outbox purge [--older-than 7d] [--batch 1000]
 //! my-ops outbox purge-inbox --older-than 14d [--batch 1000]
+//! my-ops outbox inbox-dead list [--consumer C] [--status dead|requeued|resolved] [--limit N] [--format human|json]
+//! my-ops outbox inbox-dead show ID [--format human|json]
+//! my-ops outbox inbox-dead requeue ID… [--actor A]
 //! my-ops schemas …                       (outbox_core::cli)
 //! ```
 //!
@@ -48,11 +51,18 @@
 //! # Ok::<(), clap::Error>(())
 //! ```
 //!
+//! `inbox-dead` works on the consumers' dead-letter table ([`crate::inbox::dead_letter`]):
+//! messages a [`Consumer`](crate::inbox::Consumer) could not handle, identified by the
+//! table's numeric `id`. `inbox-dead list` shows every state unless `--status` is given;
+//! `inbox-dead requeue` marks `dead` letters `requeued`, and the running consumer of their
+//! consumer name redelivers them to its handlers.
+//!
 //! Exit codes: 0 success, 1 `status --fail-on-dead` found dead rows, 2 usage or database
-//! error, unknown message id, or a row in the wrong status.
+//! error, unknown message id or dead-letter id, or a row or dead letter in the wrong status.
 //!
 //! `requeue` and `skip` record who did it (`--actor`, default `$USER`, else `cli`) and why
-//! in the operator log (see [`crate::ops`]).
+//! in the operator log (see [`crate::ops`]); `inbox-dead requeue` records the actor on the
+//! dead letter (`requeued_by`).
 
 use std::ffi::OsString;
 use std::io::{self, Write};
@@ -69,6 +79,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::config::Outbox;
+use crate::inbox::dead_letter::{ConsumerDeadLetter, DeadLetterStatus, StoredMessage};
 use crate::ops::{Operations, OperatorAction, OpsError};
 use crate::record::OutboxRecord;
 
@@ -97,6 +108,9 @@ pub enum OutboxAction {
     Purge(PurgeArgs),
     /// Delete inbox rows received before the retention, in batches, one instance at a time.
     PurgeInbox(PurgeArgs),
+    /// Messages consumers could not handle (the consumer dead-letter table): list, show,
+    /// requeue.
+    InboxDead(InboxDeadCommand),
 }
 
 /// Arguments of `outbox status`.
@@ -202,6 +216,89 @@ pub struct PurgeArgs {
     pub batch: usize,
 }
 
+/// `outbox inbox-dead …`.
+#[derive(Debug, Clone, Args)]
+pub struct InboxDeadCommand {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: InboxDeadAction,
+}
+
+/// The subcommands of [`InboxDeadCommand`].
+#[derive(Debug, Clone, Subcommand)]
+#[non_exhaustive]
+pub enum InboxDeadAction {
+    /// List consumer dead letters, oldest first (every state unless `--status`).
+    List(InboxDeadListArgs),
+    /// Show one consumer dead letter: every field and the stored message.
+    Show(InboxDeadShowArgs),
+    /// Mark dead letters `requeued`: the running consumer redelivers them to its handlers.
+    Requeue(InboxDeadRequeueArgs),
+}
+
+/// A dead letter's state, as `--status` takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[non_exhaustive]
+pub enum DeadLetterStatusArg {
+    /// Waiting for an operator.
+    Dead,
+    /// Requeued, waiting for the consumer.
+    Requeued,
+    /// Requeued and handled.
+    Resolved,
+}
+
+impl From<DeadLetterStatusArg> for DeadLetterStatus {
+    fn from(status: DeadLetterStatusArg) -> Self {
+        match status {
+            DeadLetterStatusArg::Dead => Self::Dead,
+            DeadLetterStatusArg::Requeued => Self::Requeued,
+            DeadLetterStatusArg::Resolved => Self::Resolved,
+        }
+    }
+}
+
+/// Arguments of `outbox inbox-dead list`.
+#[derive(Debug, Clone, Args)]
+#[non_exhaustive]
+pub struct InboxDeadListArgs {
+    /// Only this consumer (e.g. `inventory.reserve-stock`).
+    #[arg(long)]
+    pub consumer: Option<String>,
+    /// Only dead letters in this state (default: every state).
+    #[arg(long, value_enum)]
+    pub status: Option<DeadLetterStatusArg>,
+    /// At most this many dead letters.
+    #[arg(long, default_value_t = 50)]
+    pub limit: u64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub format: OutputFormat,
+}
+
+/// Arguments of `outbox inbox-dead show`.
+#[derive(Debug, Clone, Args)]
+#[non_exhaustive]
+pub struct InboxDeadShowArgs {
+    /// The dead letter's id (the `ID` column of `inbox-dead list`).
+    pub id: i64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub format: OutputFormat,
+}
+
+/// Arguments of `outbox inbox-dead requeue`.
+#[derive(Debug, Clone, Args)]
+#[non_exhaustive]
+pub struct InboxDeadRequeueArgs {
+    /// The ids of the dead letters to requeue (each must be `dead`).
+    #[arg(required = true)]
+    pub ids: Vec<i64>,
+    /// Who requeues (default `$USER`, else `cli`); recorded as `requeued_by`.
+    #[arg(long)]
+    pub actor: Option<String>,
+}
+
 /// Parses `90s`, `30m`, `12h`, `7d` (or plain seconds).
 ///
 /// # Errors
@@ -268,6 +365,17 @@ pub enum OutboxCliError {
     /// `purge` found another instance cleaning up.
     #[error("another instance holds the cleanup lease; try again later")]
     Busy,
+    /// `inbox-dead show` or `inbox-dead requeue` of an unknown dead-letter id.
+    #[error("no consumer dead letter has id {0}")]
+    DeadLetterNotFound(i64),
+    /// `inbox-dead requeue` of a dead letter that is not `dead`.
+    #[error("consumer dead letter {id} is {}; requeue applies to dead letters", status.as_str())]
+    DeadLetterWrongStatus {
+        /// The dead letter.
+        id: i64,
+        /// Its state.
+        status: DeadLetterStatus,
+    },
 }
 
 impl From<DbErr> for OutboxCliError {
@@ -300,6 +408,190 @@ fn record_json(record: &OutboxRecord) -> serde_json::Value {
         "partition": record.partition,
         "envelope": record.envelope,
     })
+}
+
+fn message_json(message: &StoredMessage) -> io::Result<(&'static str, serde_json::Value)> {
+    Ok(match message {
+        StoredMessage::Envelope(envelope) => (
+            "envelope",
+            serde_json::to_value(envelope.as_ref()).map_err(io::Error::other)?,
+        ),
+        StoredMessage::Binary { headers, body } => {
+            ("binary", json!({ "headers": headers, "body": body }))
+        }
+    })
+}
+
+fn dead_letter_json(letter: &ConsumerDeadLetter) -> io::Result<serde_json::Value> {
+    let (format, message) = message_json(&letter.message)?;
+    Ok(json!({
+        "id": letter.id,
+        "consumer": letter.consumer,
+        "status": letter.status.as_str(),
+        "reason": letter.reason,
+        "error": letter.error,
+        "attempts": letter.attempts,
+        "message_id": letter.message_id,
+        "event_type": letter.event_type,
+        "dead_at": letter.dead_at,
+        "requeued_at": letter.requeued_at,
+        "requeued_by": letter.requeued_by,
+        "resolved_at": letter.resolved_at,
+        "format": format,
+        "message": message,
+    }))
+}
+
+/// One line of a table cell: newlines and tabs become spaces.
+fn cell(text: &str) -> String {
+    text.replace(['\n', '\r', '\t'], " ")
+}
+
+fn or_dash<T: ToString>(value: Option<T>) -> String {
+    value.map_or_else(|| "-".to_owned(), |value| value.to_string())
+}
+
+fn pretty(value: &serde_json::Value) -> io::Result<String> {
+    serde_json::to_string_pretty(value).map_err(io::Error::other)
+}
+
+async fn inbox_dead(
+    ops: &Operations,
+    action: &InboxDeadAction,
+    out: &mut dyn Write,
+) -> Result<Outcome, OutboxCliError> {
+    match action {
+        InboxDeadAction::List(args) => {
+            let letters = ops
+                .consumer_dead_letters(
+                    args.consumer.as_deref(),
+                    args.status.map(DeadLetterStatus::from),
+                    args.limit,
+                )
+                .await?;
+            if args.format == OutputFormat::Json {
+                let values = letters
+                    .iter()
+                    .map(dead_letter_json)
+                    .collect::<io::Result<Vec<_>>>()?;
+                json_line(out, &serde_json::Value::Array(values))?;
+                return Ok(Outcome::Success);
+            }
+            writeln!(
+                out,
+                "ID\tCONSUMER\tSTATUS\tREASON\tMESSAGE ID\tEVENT TYPE\tATTEMPTS\tDEAD AT\tERROR"
+            )?;
+            for letter in &letters {
+                writeln!(
+                    out,
+                    "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                    letter.id,
+                    letter.consumer,
+                    letter.status.as_str(),
+                    letter.reason,
+                    or_dash(letter.message_id),
+                    or_dash(letter.event_type.as_deref()),
+                    letter.attempts,
+                    letter.dead_at.to_rfc3339(),
+                    cell(&letter.error),
+                )?;
+            }
+            writeln!(out, "{} dead letter(s)", letters.len())?;
+            Ok(Outcome::Success)
+        }
+        InboxDeadAction::Show(args) => {
+            let letter = ops
+                .consumer_dead_letter(args.id)
+                .await?
+                .ok_or(OutboxCliError::DeadLetterNotFound(args.id))?;
+            if args.format == OutputFormat::Json {
+                json_line(out, &dead_letter_json(&letter)?)?;
+                return Ok(Outcome::Success);
+            }
+            let rfc3339 =
+                |at: Option<chrono::DateTime<chrono::Utc>>| or_dash(at.map(|at| at.to_rfc3339()));
+            writeln!(out, "id:           {}", letter.id)?;
+            writeln!(out, "consumer:     {}", letter.consumer)?;
+            writeln!(out, "status:       {}", letter.status.as_str())?;
+            writeln!(out, "reason:       {}", letter.reason)?;
+            writeln!(out, "error:        {}", letter.error)?;
+            writeln!(out, "attempts:     {}", letter.attempts)?;
+            writeln!(out, "message id:   {}", or_dash(letter.message_id))?;
+            writeln!(
+                out,
+                "event type:   {}",
+                or_dash(letter.event_type.as_deref())
+            )?;
+            writeln!(out, "dead at:      {}", letter.dead_at.to_rfc3339())?;
+            writeln!(out, "requeued at:  {}", rfc3339(letter.requeued_at))?;
+            writeln!(
+                out,
+                "requeued by:  {}",
+                or_dash(letter.requeued_by.as_deref())
+            )?;
+            writeln!(out, "resolved at:  {}", rfc3339(letter.resolved_at))?;
+            match &letter.message {
+                StoredMessage::Envelope(envelope) => {
+                    writeln!(out, "format:       envelope")?;
+                    // The envelope's field order (message id first), payload indented.
+                    let text = serde_json::to_string_pretty(envelope.as_ref())
+                        .map_err(io::Error::other)?;
+                    writeln!(out, "message:\n{text}")?;
+                }
+                StoredMessage::Binary { headers, body } => {
+                    writeln!(out, "format:       binary (could not be decoded)")?;
+                    writeln!(out, "headers:")?;
+                    for (name, value) in headers {
+                        writeln!(out, "  {name}: {value}")?;
+                    }
+                    // A JSON body is pretty-printed; anything else as stored.
+                    let body = match serde_json::from_str::<serde_json::Value>(body) {
+                        Ok(value) => pretty(&value)?,
+                        Err(_) => body.clone(),
+                    };
+                    writeln!(out, "body:\n{body}")?;
+                }
+            }
+            Ok(Outcome::Success)
+        }
+        InboxDeadAction::Requeue(args) => {
+            let actor = actor(&args.actor);
+            for &id in &args.ids {
+                let letter = ops
+                    .consumer_dead_letter(id)
+                    .await?
+                    .ok_or(OutboxCliError::DeadLetterNotFound(id))?;
+                if letter.status != DeadLetterStatus::Dead {
+                    return Err(OutboxCliError::DeadLetterWrongStatus {
+                        id,
+                        status: letter.status,
+                    });
+                }
+                if !ops.requeue_consumer_dead_letter(id, &actor).await? {
+                    // Changed since it was read (another operator, or deleted).
+                    return Err(match ops.consumer_dead_letter(id).await? {
+                        Some(letter) => OutboxCliError::DeadLetterWrongStatus {
+                            id,
+                            status: letter.status,
+                        },
+                        None => OutboxCliError::DeadLetterNotFound(id),
+                    });
+                }
+                writeln!(
+                    out,
+                    "requeued dead letter {id} ({}, message {}) by {actor}",
+                    letter.consumer,
+                    or_dash(letter.message_id)
+                )?;
+            }
+            writeln!(
+                out,
+                "{} dead letter(s) requeued; the running consumer redelivers them",
+                args.ids.len()
+            )?;
+            Ok(Outcome::Success)
+        }
+    }
 }
 
 fn action_line(action: &OperatorAction) -> String {
@@ -447,6 +739,7 @@ impl OutboxCommand {
                 )?;
                 Ok(Outcome::Success)
             }
+            OutboxAction::InboxDead(command) => inbox_dead(ops, &command.action, out).await,
         }
     }
 }
@@ -503,7 +796,8 @@ async fn status(
 #[derive(Debug, Parser)]
 #[command(
     name = "outbox",
-    about = "Operate the outbox: status, dead letters, requeue, skip, purge; contract schemas"
+    about = "Operate the outbox: status, dead letters, requeue, skip, purge, consumer dead \
+             letters; contract schemas"
 )]
 struct StandAlone {
     #[command(subcommand)]
@@ -512,7 +806,7 @@ struct StandAlone {
 
 #[derive(Debug, Subcommand)]
 enum StandAloneCommand {
-    /// Status, dead letters, requeue, skip and purge of the outbox.
+    /// Status, dead letters, requeue, skip and purge of the outbox; consumer dead letters.
     Outbox(OutboxCommand),
     /// List, export and check the contract schemas.
     Schemas(SchemasCommand),
@@ -639,6 +933,40 @@ mod tests {
                 "10",
             ],
             vec!["x", "outbox", "purge-inbox", "--older-than", "14d"],
+            vec!["x", "outbox", "inbox-dead", "list"],
+            vec![
+                "x",
+                "outbox",
+                "inbox-dead",
+                "list",
+                "--consumer",
+                "inventory.reserve-stock",
+                "--status",
+                "requeued",
+                "--limit",
+                "5",
+                "--format",
+                "json",
+            ],
+            vec![
+                "x",
+                "outbox",
+                "inbox-dead",
+                "show",
+                "42",
+                "--format",
+                "json",
+            ],
+            vec![
+                "x",
+                "outbox",
+                "inbox-dead",
+                "requeue",
+                "1",
+                "2",
+                "--actor",
+                "ann",
+            ],
             vec!["x", "schemas", "list"],
         ] {
             assert!(StandAlone::try_parse_from(&args).is_ok(), "{args:?}");
@@ -648,8 +976,46 @@ mod tests {
             vec!["x", "outbox", "requeue"],
             vec!["x", "outbox", "requeue", id, "--all-dead"],
             vec!["x", "outbox", "dead", "show", "not-a-uuid"],
+            vec!["x", "outbox", "inbox-dead", "requeue"],
+            vec!["x", "outbox", "inbox-dead", "requeue", id],
+            vec!["x", "outbox", "inbox-dead", "show"],
+            vec!["x", "outbox", "inbox-dead", "list", "--status", "pending"],
         ] {
             assert!(StandAlone::try_parse_from(&args).is_err(), "{args:?}");
         }
+        let parsed = StandAlone::try_parse_from([
+            "x",
+            "outbox",
+            "inbox-dead",
+            "list",
+            "--status",
+            "resolved",
+        ])
+        .map(|cli| cli.command);
+        let Ok(StandAloneCommand::Outbox(OutboxCommand {
+            action:
+                OutboxAction::InboxDead(InboxDeadCommand {
+                    action: InboxDeadAction::List(args),
+                }),
+        })) = parsed
+        else {
+            panic!("not inbox-dead list: {parsed:?}");
+        };
+        assert_eq!(args.status, Some(DeadLetterStatusArg::Resolved));
+        assert_eq!(args.consumer, None);
+        assert_eq!(args.limit, 50);
+        let parsed = StandAlone::try_parse_from(["x", "outbox", "inbox-dead", "requeue", "3", "7"])
+            .map(|cli| cli.command);
+        let Ok(StandAloneCommand::Outbox(OutboxCommand {
+            action:
+                OutboxAction::InboxDead(InboxDeadCommand {
+                    action: InboxDeadAction::Requeue(args),
+                }),
+        })) = parsed
+        else {
+            panic!("not inbox-dead requeue: {parsed:?}");
+        };
+        assert_eq!(args.ids, [3, 7]);
+        assert_eq!(args.actor, None);
     }
 }
