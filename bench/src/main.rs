@@ -15,8 +15,13 @@
 //! ```text
 //! cargo run --release -p outbox-bench -- write --database-url postgres://postgres@127.0.0.1:5432/postgres
 //! ```
+//!
+//! `relay` (issue 4), `inbox` (issue 5) and `brokers` (issue 6): see the modules `relay`,
+//! `inbox` and `brokers`.
 #![allow(clippy::print_stdout)]
 
+mod brokers;
+mod inbox;
 mod relay;
 mod write;
 
@@ -40,6 +45,12 @@ enum Command {
     /// The relay: drain vs raw claim + mark loop, commit-to-publish latency, claim cost
     /// with published rows kept.
     Relay(relay::RelayArgs),
+    /// The inbox: a consumer transaction through `inbox::apply` vs the same statements in
+    /// raw SQL vs the business statements alone; `Consumer::deliver` dispatch.
+    Inbox(inbox::InboxArgs),
+    /// The broker adapters: relay -> broker throughput vs raw drain and raw client publish;
+    /// consumer runner throughput through the inbox.
+    Brokers(brokers::BrokersArgs),
 }
 
 /// Shared timing options.
@@ -80,6 +91,8 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Write(args) => write::run(args).await,
             Command::Relay(args) => relay::run(args).await,
+            Command::Inbox(args) => inbox::run(args).await,
+            Command::Brokers(args) => brokers::run(args).await,
         }
     });
     match result {

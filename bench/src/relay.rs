@@ -3,10 +3,15 @@
 //!
 //! - **drain**: publish N pending rows (default 100 000) with a no-op publisher: the relay
 //!   (`drain()`, per-aggregate mode, leases) vs a raw-SQL claim + mark loop through sqlx
-//!   with the same batch size (`SELECT <every column> … ORDER BY seq LIMIT n FOR UPDATE
-//!   SKIP LOCKED`, payload parsed, `UPDATE … SET status = 'published' WHERE seq = ANY($1)`,
-//!   `COMMIT`). Rows are reset to pending and the table vacuumed between runs; the two
-//!   alternate. Printed: rows/s of each and relay / raw.
+//!   with the same batch size (`SELECT <the columns of an envelope> … ORDER BY seq LIMIT n
+//!   FOR UPDATE SKIP LOCKED`, every column decoded — payload and headers parsed as JSON —,
+//!   `UPDATE … SET status = 'published' WHERE seq = ANY($1)`, `COMMIT`): what any relay
+//!   must do to publish a row. Before each run the table is emptied and refilled with the
+//!   same N fresh pending rows, then vacuumed and analyzed; the two alternate. (Resetting
+//!   the rows to pending with an `UPDATE` instead bloats the partial pending index until
+//!   PostgreSQL prefers the primary key, and then every claim of both loops walks all the
+//!   rows published since the start of the run: that measures the bloat, not the loops.)
+//!   Printed: rows/s of each and relay / raw.
 //! - **latency**: producers commit one event each at a steady total rate (default 1 000/s)
 //!   while a relay runs; commit-to-publish latency (from `commit()` returning to the
 //!   in-process broker receiving the message) p50 / p99 / max, with the `NOTIFY` wake-up
@@ -52,6 +57,15 @@ pub enum Part {
     Claim,
 }
 
+/// `--drain-modes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DrainMode {
+    /// `Relay::drain`.
+    Relay,
+    /// The raw claim + mark loop.
+    Raw,
+}
+
 /// Options of `relay`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RelayArgs {
@@ -70,6 +84,9 @@ pub struct RelayArgs {
     /// drain: runs of each.
     #[arg(long, default_value_t = 2)]
     pub rounds: usize,
+    /// drain: which loops to run (for profiling one at a time); the ratio needs both.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [DrainMode::Relay, DrainMode::Raw])]
+    pub drain_modes: Vec<DrainMode>,
     /// latency: events per second, all producers together.
     #[arg(long, default_value_t = 1_000)]
     pub rate: u32,
@@ -203,14 +220,34 @@ pub async fn run(args: RelayArgs) -> Result<(), BoxError> {
     result
 }
 
-/// The raw loop: claim, read every column (payload parsed), mark, commit.
+/// The columns of one row as the raw loop decodes them: what a relay needs to publish it.
+#[allow(dead_code)]
+struct RawRow {
+    seq: i64,
+    message_id: Uuid,
+    event_type: String,
+    version: i32,
+    aggregate_type: String,
+    aggregate_id: String,
+    correlation_id: Option<Uuid>,
+    causation_id: Option<Uuid>,
+    traceparent: Option<String>,
+    tracestate: Option<String>,
+    headers: serde_json::Value,
+    occurred_at: chrono::DateTime<chrono::Utc>,
+    payload: serde_json::Value,
+    attempts: i32,
+}
+
+/// The raw loop: claim, decode every column of the envelope (payload and headers parsed),
+/// mark, commit.
 async fn raw_drain(pool: &PgPool, batch: usize) -> Result<usize, BoxError> {
     let mut total = 0;
     loop {
         let mut txn = pool.begin().await?;
         let rows = sqlx::query(
             "SELECT seq, message_id, event_type, version, aggregate_type, aggregate_id, \
-             partition, correlation_id, causation_id, traceparent, tracestate, headers, \
+             correlation_id, causation_id, traceparent, tracestate, headers, \
              occurred_at, payload, attempts FROM bench_outbox \
              WHERE status = 'pending' AND next_attempt_at <= now() \
              ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED",
@@ -223,13 +260,26 @@ async fn raw_drain(pool: &PgPool, batch: usize) -> Result<usize, BoxError> {
             return Ok(total);
         }
         let mut seqs = Vec::with_capacity(rows.len());
+        let mut decoded = Vec::with_capacity(rows.len());
         for row in &rows {
-            seqs.push(row.try_get::<i64, _>("seq")?);
-            let _id: Uuid = row.try_get("message_id")?;
-            let _type: String = row.try_get("event_type")?;
-            let _aggregate: String = row.try_get("aggregate_id")?;
-            let _payload: serde_json::Value = row.try_get("payload")?;
-            let _headers: serde_json::Value = row.try_get("headers")?;
+            let raw = RawRow {
+                seq: row.try_get(0)?,
+                message_id: row.try_get(1)?,
+                event_type: row.try_get(2)?,
+                version: row.try_get(3)?,
+                aggregate_type: row.try_get(4)?,
+                aggregate_id: row.try_get(5)?,
+                correlation_id: row.try_get(6)?,
+                causation_id: row.try_get(7)?,
+                traceparent: row.try_get(8)?,
+                tracestate: row.try_get(9)?,
+                headers: row.try_get(10)?,
+                occurred_at: row.try_get(11)?,
+                payload: row.try_get(12)?,
+                attempts: row.try_get(13)?,
+            };
+            seqs.push(raw.seq);
+            decoded.push(raw);
         }
         sqlx::query(
             "UPDATE bench_outbox SET status = 'published', published_at = now() \
@@ -250,17 +300,15 @@ async fn drain(db: &DatabaseConnection, args: &RelayArgs) -> Result<(), BoxError
         .build()?;
     outbox_seaorm::schema::install(db, &outbox).await?;
     let pool = db.get_postgres_connection_pool().clone();
-    fill(&pool, "bench_outbox", args.rows, false).await?;
-    vacuum(&pool, "bench_outbox").await?;
     let mut relay = Relay::builder(db.clone(), outbox.clone(), Noop)
         .batch_size(args.batch_size)
         .listen(false)
         .retention(None)
         .build()?;
+    // The same fresh rows before every run (see the module documentation).
     let reset = async || -> Result<(), BoxError> {
-        sqlx::query("UPDATE bench_outbox SET status = 'pending', published_at = NULL")
-            .execute(&pool)
-            .await?;
+        sqlx::query("TRUNCATE bench_outbox").execute(&pool).await?;
+        fill(&pool, "bench_outbox", args.rows, false).await?;
         vacuum(&pool, "bench_outbox").await
     };
     println!(
@@ -276,6 +324,11 @@ async fn drain(db: &DatabaseConnection, args: &RelayArgs) -> Result<(), BoxError
         let mut times = [Duration::ZERO; 2];
         let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
         for which in order {
+            let mode = [DrainMode::Relay, DrainMode::Raw][which];
+            if !args.drain_modes.contains(&mode) {
+                times[which] = Duration::from_secs(1);
+                continue;
+            }
             reset().await?;
             let started = Instant::now();
             let published = if which == 0 {

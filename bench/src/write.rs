@@ -34,6 +34,9 @@ pub struct WriteArgs {
     /// `min_interval` of `--notify after-commit`, in milliseconds. Default: the library's.
     #[arg(long, default_value_t = default_interval_ms())]
     pub notify_interval_ms: u64,
+    /// Modes to run (for profiling one at a time); ratios need `raw` and `framework`.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Mode::ALL)]
+    pub modes: Vec<Mode>,
     #[command(flatten)]
     pub timing: Timing,
 }
@@ -180,15 +183,28 @@ impl ContractMapper<OrderingEvent> for OrderingContracts {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
+/// `--modes`: (a), (b) and (c).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// (a) raw SQL through sqlx.
     Raw,
+    /// (b) the unit of work.
     Framework,
+    /// (c) the SeaORM business inserts without outbox.
     BusinessOnly,
+    /// (d) the business inserts of (a) in raw SQL, without outbox (not run by default):
+    /// c/d is SeaORM's own cost on the business inserts, which (b) pays too.
+    RawBusinessOnly,
 }
 
 impl Mode {
     const ALL: [Mode; 3] = [Mode::Raw, Mode::Framework, Mode::BusinessOnly];
+    const KNOWN: [Mode; 4] = [
+        Mode::Raw,
+        Mode::Framework,
+        Mode::BusinessOnly,
+        Mode::RawBusinessOnly,
+    ];
 }
 
 struct Bench {
@@ -221,6 +237,40 @@ async fn business_rows<C: ConnectionTrait>(db: &C, order: &Order) -> Result<(), 
     Ok(())
 }
 
+/// The business inserts of (a) and (d): the order, then its 3 lines in one statement.
+async fn raw_business_rows(
+    tx: &mut sqlx::PgConnection,
+    order: &Order,
+    now: chrono::DateTime<Utc>,
+) -> Result<(), BoxError> {
+    sqlx::query(
+        "INSERT INTO orders (id, checkout_id, customer_id, currency, placed_at) \
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(order.id)
+    .bind(order.checkout_id)
+    .bind(order.customer_id)
+    .bind("EUR")
+    .bind(now)
+    .execute(&mut *tx)
+    .await?;
+    let mut lines = sqlx::QueryBuilder::new(
+        "INSERT INTO order_lines (order_id, line_no, book_id, quantity, unit_price) ",
+    );
+    lines.push_values(
+        order.lines.iter().enumerate(),
+        |mut row, (i, (book_id, quantity, price))| {
+            row.push_bind(order.id)
+                .push_bind(i32::try_from(i).unwrap_or(i32::MAX))
+                .push_bind(book_id)
+                .push_bind(i32::try_from(*quantity).unwrap_or(i32::MAX))
+                .push_bind(price);
+        },
+    );
+    lines.build().execute(&mut *tx).await?;
+    Ok(())
+}
+
 impl Bench {
     async fn framework(&self) -> Result<(), BoxError> {
         let uow = self.outbox.begin(&self.db, &OrderingContracts).await?;
@@ -242,31 +292,7 @@ impl Bench {
         let order = sample_order();
         let now = Utc::now();
         let mut tx = self.pool.begin().await?;
-        sqlx::query(
-            "INSERT INTO orders (id, checkout_id, customer_id, currency, placed_at) \
-             VALUES ($1, $2, $3, $4, $5)",
-        )
-        .bind(order.id)
-        .bind(order.checkout_id)
-        .bind(order.customer_id)
-        .bind("EUR")
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        let mut lines = sqlx::QueryBuilder::new(
-            "INSERT INTO order_lines (order_id, line_no, book_id, quantity, unit_price) ",
-        );
-        lines.push_values(
-            order.lines.iter().enumerate(),
-            |mut row, (i, (book_id, quantity, price))| {
-                row.push_bind(order.id)
-                    .push_bind(i32::try_from(i).unwrap_or(i32::MAX))
-                    .push_bind(book_id)
-                    .push_bind(i32::try_from(*quantity).unwrap_or(i32::MAX))
-                    .push_bind(price);
-            },
-        );
-        lines.build().execute(&mut *tx).await?;
+        raw_business_rows(&mut tx, &order, now).await?;
         let event = contract(&order);
         let payload = serde_json::to_value(&event)?;
         let aggregate_id = event.aggregate_id();
@@ -299,11 +325,20 @@ impl Bench {
         Ok(())
     }
 
+    async fn raw_business_only(&self) -> Result<(), BoxError> {
+        let order = sample_order();
+        let mut tx = self.pool.begin().await?;
+        raw_business_rows(&mut tx, &order, Utc::now()).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     async fn once(&self, mode: Mode) -> Result<(), BoxError> {
         match mode {
             Mode::Raw => self.raw().await,
             Mode::Framework => self.framework().await,
             Mode::BusinessOnly => self.business_only().await,
+            Mode::RawBusinessOnly => self.raw_business_only().await,
         }
     }
 }
@@ -354,14 +389,19 @@ pub async fn run(args: WriteArgs) -> Result<(), BoxError> {
         None => return Err("the database URL has no database name".into()),
     };
     let wakeup = args.notify.wakeup(args.notify_interval_ms);
-    let result = run_on(&url, &args.timing, wakeup).await;
+    let result = run_on(&url, &args.timing, wakeup, &args.modes).await;
     admin
         .execute_unprepared(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
         .await?;
     result
 }
 
-async fn run_on(url: &str, timing: &Timing, wakeup: PostgresWakeup) -> Result<(), BoxError> {
+async fn run_on(
+    url: &str,
+    timing: &Timing,
+    wakeup: PostgresWakeup,
+    modes: &[Mode],
+) -> Result<(), BoxError> {
     let max_clients = timing.clients.iter().copied().max().unwrap_or(1);
     let pool_size = u32::try_from(max_clients + 2).unwrap_or(u32::MAX);
     let mut options = ConnectOptions::new(url.to_owned());
@@ -381,7 +421,7 @@ async fn run_on(url: &str, timing: &Timing, wakeup: PostgresWakeup) -> Result<()
     let bench = Arc::new(Bench { db, pool, outbox });
 
     // Warm up every mode (connections, prepared statements).
-    for mode in Mode::ALL {
+    for &mode in modes {
         cell(&bench, mode, max_clients, Duration::from_millis(500)).await?;
     }
 
@@ -395,22 +435,41 @@ async fn run_on(url: &str, timing: &Timing, wakeup: PostgresWakeup) -> Result<()
         "clients", "(a) raw tx/s", "(b) uow tx/s", "(c) biz tx/s", "b/a", "b/c"
     );
     for &clients in &timing.clients {
-        let mut totals = [(0u64, Duration::ZERO); 3];
+        let mut totals = [(0u64, Duration::ZERO); Mode::KNOWN.len()];
         for round in 0..timing.rounds {
-            for k in 0..Mode::ALL.len() {
-                let index = (round + k) % Mode::ALL.len();
-                let (done, took) = cell(&bench, Mode::ALL[index], clients, timing.cell()).await?;
+            for k in 0..Mode::KNOWN.len() {
+                let index = (round + k) % Mode::KNOWN.len();
+                if !modes.contains(&Mode::KNOWN[index]) {
+                    continue;
+                }
+                let (done, took) = cell(&bench, Mode::KNOWN[index], clients, timing.cell()).await?;
                 totals[index].0 += done;
                 totals[index].1 += took;
             }
         }
-        let rate = |(done, took): (u64, Duration)| done as f64 / took.as_secs_f64();
+        let rate = |(done, took): (u64, Duration)| {
+            if took.is_zero() {
+                f64::NAN
+            } else {
+                done as f64 / took.as_secs_f64()
+            }
+        };
         let (a, b, c) = (rate(totals[0]), rate(totals[1]), rate(totals[2]));
         println!(
             "{clients:>7}  {a:>12.0}  {b:>14.0}  {c:>14.0}  {:>6.3}  {:>6.3}",
             b / a,
             b / c
         );
+        if modes.contains(&Mode::RawBusinessOnly) {
+            let d = rate(totals[3]);
+            println!(
+                "{:>7}  (d) raw business-only {d:.0} tx/s, c/d = {:.3} (SeaORM's cost on the \
+                 business inserts), a/d = {:.3} (the outbox row in raw SQL)",
+                "",
+                c / d,
+                a / d
+            );
+        }
     }
 
     // The work was real: every framework and raw transaction left one outbox row.

@@ -45,6 +45,7 @@ use crate::table::{
 };
 use crate::trace::{self, TraceContextSource};
 use crate::wakeup::{Notifier, PostgresWakeup, WakeupStats};
+use crate::write::InsertSql;
 
 /// Default outbox table name.
 pub const DEFAULT_OUTBOX_TABLE: &str = "outbox";
@@ -78,6 +79,8 @@ struct Settings {
     notifier: Notifier,
     sqlite_begin_immediate: bool,
     trace_source: TraceContextSource,
+    /// The outbox `INSERT` text per backend, built on first use.
+    insert_sql: InsertSql,
 }
 
 /// A setting of [`OutboxBuilder`] was rejected.
@@ -292,6 +295,7 @@ impl OutboxBuilder {
             wakeup: self.wakeup,
             sqlite_begin_immediate: self.sqlite_begin_immediate,
             trace_source: self.trace_source,
+            insert_sql: InsertSql::default(),
         })))
     }
 }
@@ -315,6 +319,7 @@ impl Default for Outbox {
             wakeup: defaults.wakeup,
             sqlite_begin_immediate: defaults.sqlite_begin_immediate,
             trace_source: defaults.trace_source,
+            insert_sql: InsertSql::default(),
         }))
     }
 }
@@ -413,6 +418,10 @@ impl Outbox {
 
     pub(crate) fn notifier(&self) -> &Notifier {
         &self.0.notifier
+    }
+
+    pub(crate) fn insert_sql(&self) -> &InsertSql {
+        &self.0.insert_sql
     }
 
     /// Whether SQLite units of work begin with `BEGIN IMMEDIATE`.

@@ -2,19 +2,23 @@
 //! [`UnitOfWork::commit`](crate::UnitOfWork::commit), so no public API writes an outbox row
 //! outside the business transaction.
 
+use std::sync::OnceLock;
+
 use chrono::{DateTime, Utc};
 use outbox_core::Envelope;
-use sea_orm::sea_query::{Alias, Expr, Query, Value};
+use sea_orm::sea_query::Value;
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, DbErr, Statement};
 use uuid::Uuid;
 
 use crate::config::Outbox;
 use crate::error::CommitError;
 use crate::partition::partition_of;
-use crate::schema::{MAX_KEY_CHARS, OutboxStatus, table_ref};
+use crate::relay::sql::{quote, quote_table};
+use crate::schema::{MAX_KEY_CHARS, OutboxStatus};
 
-/// Columns an insert binds per row.
-const INSERT_COLUMNS: usize = 17;
+/// Bind parameters per row: every column but `status` and `attempts`, which are literals
+/// (`'pending'`, `0`).
+const INSERT_COLUMNS: usize = 15;
 /// Rough per-row overhead of the statement text and the protocol, in bytes.
 const ROW_OVERHEAD_BYTES: usize = 256;
 
@@ -33,11 +37,6 @@ pub(crate) fn rows_per_chunk(backend: DbBackend, configured: usize) -> usize {
     configured
         .min(max_bind_parameters(backend) / INSERT_COLUMNS)
         .max(1)
-}
-
-fn json_len(value: &serde_json::Value) -> usize {
-    // Serializing a `Value` cannot fail.
-    outbox_core::envelope::serialized_len(value).unwrap_or(0)
 }
 
 /// One row's bound values and its estimated size.
@@ -65,20 +64,6 @@ impl Binder {
             _ => Value::String(Some(sqlite_timestamp(at))),
         }
     }
-
-    fn json(self, value: serde_json::Value) -> (Value, usize) {
-        match self.0 {
-            DbBackend::Postgres => {
-                let len = json_len(&value);
-                (Value::Json(Some(Box::new(value))), len)
-            }
-            _ => {
-                let text = value.to_string();
-                let len = text.len();
-                (Value::String(Some(text)), len)
-            }
-        }
-    }
 }
 
 /// `YYYY-MM-DDTHH:MM:SS.ffffffZ`: fixed width, so text order is time order.
@@ -104,7 +89,20 @@ fn check_length(envelope: &Envelope, field: &'static str, value: &str) -> Result
     })
 }
 
+/// The headers as a JSON object of strings (`{}` when empty), serialized once.
+fn headers_json(headers: &std::collections::BTreeMap<String, String>) -> String {
+    if headers.is_empty() {
+        return "{}".to_owned();
+    }
+    // A map of strings always serializes.
+    serde_json::to_string(headers).unwrap_or_else(|_| "{}".to_owned())
+}
+
 /// Turns a stamped envelope into the values of one row.
+///
+/// JSON columns are bound as JSON **text**, serialized once here (cast to `jsonb` in the
+/// statement on PostgreSQL): binding a `serde_json::Value` instead makes SeaORM deep-copy
+/// the tree on every execution and sqlx serialize it again.
 pub(crate) fn prepare(
     backend: DbBackend,
     outbox: &Outbox,
@@ -131,22 +129,22 @@ pub(crate) fn prepare(
         payload,
         ..
     } = envelope;
-    let headers = serde_json::Value::Object(
-        headers
-            .into_iter()
-            .map(|(name, value)| (name, serde_json::Value::String(value)))
-            .collect(),
-    );
-    let (headers, headers_len) = bind.json(headers);
-    let (payload, payload_len) = bind.json(payload);
+    let headers = headers_json(&headers);
+    // Serializing a `Value` cannot fail (its map keys are strings).
+    let payload = serde_json::to_string(&payload).map_err(|error| {
+        CommitError::Database(DbErr::Custom(format!(
+            "serializing the payload of {message_id}: {error}"
+        )))
+    })?;
     let bytes = ROW_OVERHEAD_BYTES
         + event_type.len()
         + aggregate_type.len()
         + aggregate_id.len()
         + traceparent.as_ref().map_or(0, String::len)
         + tracestate.as_ref().map_or(0, String::len)
-        + headers_len
-        + payload_len;
+        + headers.len()
+        + payload.len();
+    let created_at = bind.timestamp(created_at);
     let values = vec![
         bind.uuid(Some(message_id)),
         Value::String(Some(event_type)),
@@ -159,13 +157,12 @@ pub(crate) fn prepare(
         bind.uuid(causation_id),
         Value::String(traceparent),
         Value::String(tracestate),
-        headers,
+        Value::String(Some(headers)),
         bind.timestamp(occurred_at),
-        payload,
-        Value::String(Some(OutboxStatus::Pending.as_str().to_owned())),
-        Value::Int(Some(0)),
-        bind.timestamp(created_at),
-        bind.timestamp(created_at),
+        Value::String(Some(payload)),
+        // next_attempt_at: a new row is due at once.
+        created_at.clone(),
+        created_at,
     ];
     debug_assert_eq!(values.len(), INSERT_COLUMNS);
     Ok(PreparedRow { values, bytes })
@@ -196,41 +193,131 @@ pub(crate) fn chunk(
     chunks
 }
 
-fn insert_statement(
-    backend: DbBackend,
-    outbox: &Outbox,
-    rows: Vec<PreparedRow>,
-) -> Result<Statement, DbErr> {
-    let c = outbox.columns();
-    let mut insert = Query::insert();
-    insert.into_table(table_ref(outbox.outbox_table())).columns(
-        [
-            c.message_id,
-            c.event_type,
-            c.version,
-            c.aggregate_type,
-            c.aggregate_id,
-            c.partition,
-            c.correlation_id,
-            c.causation_id,
-            c.traceparent,
-            c.tracestate,
-            c.headers,
-            c.occurred_at,
-            c.payload,
-            c.status,
-            c.attempts,
-            c.next_attempt_at,
-            c.created_at,
-        ]
-        .map(Alias::new),
-    );
-    for row in rows {
-        insert
-            .values(row.values.into_iter().map(Expr::val))
-            .map_err(|error| DbErr::Custom(format!("building the outbox insert: {error}")))?;
+/// The outbox `INSERT` text of one [`Outbox`] on one backend, built once (table and column
+/// names are fixed by the configuration) and kept on the `Outbox`: a commit only appends
+/// the placeholders of a multi-row chunk, and a one-row commit (the common case) copies
+/// the whole statement.
+#[derive(Debug, Default)]
+pub(crate) struct InsertSql {
+    /// PostgreSQL, MariaDB, SQLite.
+    backends: [OnceLock<BackendInsertSql>; 3],
+}
+
+#[derive(Debug)]
+struct BackendInsertSql {
+    /// `INSERT INTO <table> (<columns>) VALUES `.
+    prefix: String,
+    /// The prefix and one row's placeholders.
+    one_row: String,
+}
+
+impl InsertSql {
+    fn get(&self, backend: DbBackend, outbox: &Outbox) -> &BackendInsertSql {
+        let index = match backend {
+            DbBackend::Postgres => 0,
+            DbBackend::MySql => 1,
+            _ => 2,
+        };
+        self.backends[index].get_or_init(|| {
+            let prefix = insert_prefix(backend, outbox);
+            let mut one_row = prefix.clone();
+            push_row(&mut one_row, backend, 0);
+            BackendInsertSql { prefix, one_row }
+        })
     }
-    Ok(backend.build(&insert))
+
+    /// The text of an `INSERT` of `rows` rows.
+    fn text(&self, backend: DbBackend, outbox: &Outbox, rows: usize) -> String {
+        let sql = self.get(backend, outbox);
+        if rows == 1 {
+            return sql.one_row.clone();
+        }
+        let per_row = sql.one_row.len() - sql.prefix.len() + 2 * INSERT_COLUMNS;
+        let mut text = String::with_capacity(sql.prefix.len() + rows * per_row);
+        text.push_str(&sql.prefix);
+        for row in 0..rows {
+            if row > 0 {
+                text.push_str(", ");
+            }
+            push_row(&mut text, backend, row * INSERT_COLUMNS);
+        }
+        text
+    }
+}
+
+/// `INSERT INTO <table> (<columns>) VALUES `.
+fn insert_prefix(backend: DbBackend, outbox: &Outbox) -> String {
+    let c = outbox.columns();
+    let columns = [
+        c.message_id,
+        c.event_type,
+        c.version,
+        c.aggregate_type,
+        c.aggregate_id,
+        c.partition,
+        c.correlation_id,
+        c.causation_id,
+        c.traceparent,
+        c.tracestate,
+        c.headers,
+        c.occurred_at,
+        c.payload,
+        c.next_attempt_at,
+        c.created_at,
+        c.status,
+        c.attempts,
+    ]
+    .map(|column| quote(backend, column))
+    .join(", ");
+    format!(
+        "INSERT INTO {} ({columns}) VALUES ",
+        quote_table(backend, outbox.outbox_table())
+    )
+}
+
+/// Appends one row's placeholders, numbered from `first + 1` on PostgreSQL, in the order of
+/// [`prepare`]'s values, then the literals of `status` and `attempts`.
+fn push_row(text: &mut String, backend: DbBackend, first: usize) {
+    /// Positions (0-based) of the JSON columns: `headers` and `payload`.
+    const JSON: [usize; 2] = [10, 12];
+    text.push('(');
+    for column in 0..INSERT_COLUMNS {
+        if column > 0 {
+            text.push_str(", ");
+        }
+        match backend {
+            DbBackend::Postgres => {
+                let json = JSON.contains(&column);
+                if json {
+                    text.push_str("CAST(");
+                }
+                text.push('$');
+                push_number(text, first + column + 1);
+                if json {
+                    text.push_str(" AS jsonb)");
+                }
+            }
+            _ => text.push('?'),
+        }
+    }
+    text.push_str(", '");
+    text.push_str(OutboxStatus::Pending.as_str());
+    text.push_str("', 0)");
+}
+
+fn push_number(text: &mut String, n: usize) {
+    use std::fmt::Write as _;
+    // Writing to a String cannot fail.
+    let _ = write!(text, "{n}");
+}
+
+fn insert_statement(backend: DbBackend, outbox: &Outbox, rows: Vec<PreparedRow>) -> Statement {
+    let sql = outbox.insert_sql().text(backend, outbox, rows.len());
+    let mut values = Vec::with_capacity(rows.len() * INSERT_COLUMNS);
+    for row in rows {
+        values.extend(row.values);
+    }
+    Statement::from_sql_and_values(backend, sql, values)
 }
 
 /// Inserts the rows on the transaction, one multi-row `INSERT` per chunk. With
@@ -250,7 +337,7 @@ pub(crate) async fn insert(
     );
     let count = chunks.len();
     for (index, rows) in chunks.into_iter().enumerate() {
-        let mut statement = insert_statement(backend, outbox, rows)?;
+        let mut statement = insert_statement(backend, outbox, rows);
         if index + 1 == count
             && backend == DbBackend::Postgres
             && let Some(channel) = notify_channel
@@ -314,8 +401,8 @@ mod tests {
 
     #[test]
     fn respects_bind_parameter_limits() {
-        assert_eq!(rows_per_chunk(DbBackend::Postgres, 1_000_000), 65_535 / 17);
-        assert_eq!(rows_per_chunk(DbBackend::Sqlite, 1_000_000), 32_766 / 17);
+        assert_eq!(rows_per_chunk(DbBackend::Postgres, 1_000_000), 65_535 / 15);
+        assert_eq!(rows_per_chunk(DbBackend::Sqlite, 1_000_000), 32_766 / 15);
         assert_eq!(rows_per_chunk(DbBackend::MySql, 10), 10);
         assert!(rows_per_chunk(DbBackend::Postgres, 1_000_000) * INSERT_COLUMNS <= 65_535);
     }
@@ -334,6 +421,34 @@ mod tests {
              SELECT pg_notify('outbox_pending', '')"
         );
         assert_eq!(statement.values.map(|values| values.0.len()), Some(1));
+    }
+
+    #[test]
+    fn insert_text_per_backend() {
+        let outbox = Outbox::default();
+        let sql = InsertSql::default();
+        let one = sql.text(DbBackend::Postgres, &outbox, 1);
+        assert_eq!(
+            one,
+            "INSERT INTO \"outbox\" (\"message_id\", \"event_type\", \"version\", \
+             \"aggregate_type\", \"aggregate_id\", \"partition\", \"correlation_id\", \
+             \"causation_id\", \"traceparent\", \"tracestate\", \"headers\", \"occurred_at\", \
+             \"payload\", \"next_attempt_at\", \"created_at\", \"status\", \"attempts\") VALUES \
+             ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, CAST($11 AS jsonb), $12, \
+             CAST($13 AS jsonb), $14, $15, 'pending', 0)"
+        );
+        let two = sql.text(DbBackend::Postgres, &outbox, 2);
+        assert!(two.starts_with(&one));
+        assert!(two.ends_with(
+            ", ($16, $17, $18, $19, $20, $21, $22, $23, $24, $25, CAST($26 AS jsonb), $27, \
+             CAST($28 AS jsonb), $29, $30, 'pending', 0)"
+        ));
+        let mysql = sql.text(DbBackend::MySql, &outbox, 2);
+        assert!(mysql.starts_with("INSERT INTO `outbox` (`message_id`, "));
+        assert_eq!(mysql.matches('?').count(), 2 * INSERT_COLUMNS);
+        let sqlite = sql.text(DbBackend::Sqlite, &outbox, 3);
+        assert_eq!(sqlite.matches('?').count(), 3 * INSERT_COLUMNS);
+        assert_eq!(sqlite.matches("'pending', 0)").count(), 3);
     }
 
     #[test]

@@ -495,11 +495,13 @@ async fn schema_qualified_tables() {
                 .iter()
                 .map(|row| row.try_get::<String>("", "table_name").unwrap())
                 .collect::<Vec<_>>();
-            // The relay's tables live next to the outbox, in its schema.
+            // The relay's tables live next to the outbox, and the consumer
+            // dead letters next to the inbox, in their schema.
             assert_eq!(
                 tables,
                 [
                     "inbox",
+                    "inbox_dead_letters",
                     "outbox",
                     "outbox_operator_log",
                     "outbox_relay_instances",

@@ -42,6 +42,7 @@ backend_tests!(
     four_unordered_relays_with_concurrent_producers,
     relay_killed_mid_batch_is_taken_over,
     poison_row_blocks_only_its_aggregate,
+    unreadable_rows_are_dead_lettered,
     skip_policy_and_operator_skip,
     graceful_shutdown_finishes_the_batch,
     fast_path_publishes_right_after_commit,
@@ -575,6 +576,79 @@ async fn poison_row_blocks_only_its_aggregate(db: &TestDb) {
         ops.requeue(poison[0], "alice", None).await,
         Err(outbox_seaorm::ops::OpsError::WrongStatus { .. })
     ));
+}
+
+/// A row whose envelope cannot be read (written by another tool: a version that disagrees
+/// with its event type, an invalid event type) is dead-lettered at once and, under `Block`,
+/// holds back its own aggregate only; readable rows of the same event type around it go
+/// out.
+async fn unreadable_rows_are_dead_lettered(db: &TestDb) {
+    let (outbox, _clock) = manual_outbox();
+    setup(db, &outbox).await;
+    let broker = InProcessBroker::new();
+    let a = note(db, &outbox, "a", 0, 3).await;
+    let b = note(db, &outbox, "b", 0, 1).await;
+    let c = note(db, &outbox, "c", 0, 1).await;
+    let seq_of = |records: &[OutboxRecord], id: Uuid| {
+        records
+            .iter()
+            .find(|r| r.envelope.message_id == id)
+            .unwrap()
+            .seq
+    };
+    let stored = rows(db, &outbox).await;
+    let (a0, a1, a2, b0, c0) = (
+        seq_of(&stored, a[0]),
+        seq_of(&stored, a[1]),
+        seq_of(&stored, a[2]),
+        seq_of(&stored, b[0]),
+        seq_of(&stored, c[0]),
+    );
+    let backend = db.conn().get_database_backend();
+    for sql in [
+        format!("UPDATE outbox SET version = 7 WHERE seq = {a1}"),
+        format!("UPDATE outbox SET event_type = 'Not An Event Type' WHERE seq = {b0}"),
+    ] {
+        db.conn()
+            .execute_raw(Statement::from_string(backend, sql))
+            .await
+            .unwrap();
+    }
+    let mut relay = relay(db, &outbox, &broker, "relay-1").build().unwrap();
+    let report = relay.drain().await.unwrap();
+    assert_eq!(report.published, 2, "{report:?}");
+    assert_eq!(report.dead_lettered, 2, "{report:?}");
+    assert_eq!(received(&broker, "a"), [0]);
+    assert!(received(&broker, "b").is_empty());
+    assert_eq!(received(&broker, "c"), [0]);
+    let state = async |seq: i64| {
+        let row = db
+            .conn()
+            .query_one_raw(Statement::from_string(
+                backend,
+                format!("SELECT status, last_error FROM outbox WHERE seq = {seq}"),
+            ))
+            .await
+            .unwrap()
+            .unwrap();
+        (
+            row.try_get::<String>("", "status").unwrap(),
+            row.try_get::<Option<String>>("", "last_error").unwrap(),
+        )
+    };
+    for seq in [a0, c0] {
+        assert_eq!(state(seq).await.0, "published");
+    }
+    for seq in [a1, b0] {
+        let (status, error) = state(seq).await;
+        assert_eq!(status, "dead");
+        assert!(error.unwrap().starts_with("unreadable row"));
+    }
+    assert_eq!(
+        state(a2).await,
+        ("pending".to_owned(), None),
+        "blocked behind its aggregate's dead row"
+    );
 }
 
 /// `Skip`: a dead row does not hold its aggregate back; a permanent error dead-letters at

@@ -901,13 +901,13 @@ pub(crate) async fn decide<P: Publisher + ?Sized>(
     let mut to_send: Vec<usize> = Vec::with_capacity(rows.len());
     {
         // Rows behind a held or unreadable row of their aggregate wait; a row that cannot be
-        // read is dead at once.
+        // read is dead at once. (Nothing is stopped in the common case: no lookups then.)
         let mut stopped: HashSet<(&str, &str)> = HashSet::new();
         for (index, row) in rows.iter().enumerate() {
-            let key = (row.aggregate_type.as_str(), row.aggregate_id.as_str());
-            if held.contains(&row.seq) || (ordered && stopped.contains(&key)) {
+            let behind = ordered && !stopped.is_empty() && stopped.contains(&row.key());
+            if behind || (!held.is_empty() && held.contains(&row.seq)) {
                 if ordered {
-                    stopped.insert(key);
+                    stopped.insert(row.key());
                 }
                 marks.push(Mark::Untouched);
                 continue;
@@ -917,10 +917,11 @@ pub(crate) async fn decide<P: Publisher + ?Sized>(
                     to_send.push(index);
                     marks.push(Mark::Untouched);
                 }
-                Err(error) => {
+                Err(unreadable) => {
+                    let error = &unreadable.error;
                     tracing::error!(seq = row.seq, %error, "outbox row cannot be read: dead-lettered");
                     if ordered && block {
-                        stopped.insert(key);
+                        stopped.insert(row.key());
                     }
                     marks.push(Mark::Dead {
                         attempts: row.attempts.saturating_add(1),
@@ -930,14 +931,12 @@ pub(crate) async fn decide<P: Publisher + ?Sized>(
             }
         }
     }
-    // Move the envelopes out: no copy of the payloads.
+    // Lend the envelopes to the publisher (moved, not copied) and take them back after.
     let mut envelopes: Vec<Envelope> = Vec::with_capacity(to_send.len());
-    let mut message_ids = Vec::with_capacity(to_send.len());
     for &index in &to_send {
         if let Ok(envelope) =
-            std::mem::replace(&mut rows[index].envelope, Err(DbErr::Custom(String::new())))
+            std::mem::replace(&mut rows[index].envelope, Err(store::Unreadable::lent()))
         {
-            message_ids.push(envelope.message_id);
             envelopes.push(envelope);
         }
     }
@@ -968,19 +967,27 @@ pub(crate) async fn decide<P: Publisher + ?Sized>(
                 outcomes
             }
         };
+    for (&index, envelope) in to_send.iter().zip(envelopes) {
+        rows[index].envelope = Ok(envelope);
+    }
     let mut stopped: HashSet<(&str, &str)> = HashSet::new();
-    for ((&index, outcome), message_id) in to_send.iter().zip(outcomes).zip(message_ids) {
+    for (&index, outcome) in to_send.iter().zip(outcomes) {
         let row = &rows[index];
-        let key = (row.aggregate_type.as_str(), row.aggregate_id.as_str());
+        let key = row.key();
+        let message_id = row
+            .envelope
+            .as_ref()
+            .map(|envelope| envelope.message_id)
+            .unwrap_or_default();
         let span = tracing::info_span!(
             "outbox.relay.message",
             seq = row.seq,
             %message_id,
-            event_type = %row.event_type,
+            event_type = %row.event_type(),
             outcome = tracing::field::Empty,
         );
         let _entered = span.enter();
-        let behind_failure = ordered && stopped.contains(&key);
+        let behind_failure = ordered && !stopped.is_empty() && stopped.contains(&key);
         let mark = match outcome {
             Ok(()) => {
                 if behind_failure {
@@ -1100,7 +1107,10 @@ pub(crate) fn count_marks(labels: &[metrics::Label], rows: &[ClaimedRow], marks:
                 failure.push(metrics::Label::new("class", "permanent"));
                 metrics::counter!(metric::PUBLISH_FAILURES, failure).increment(1);
                 let mut dead = labels.to_vec();
-                dead.push(metrics::Label::new("event_type", row.event_type.clone()));
+                dead.push(metrics::Label::new(
+                    "event_type",
+                    row.event_type().to_owned(),
+                ));
                 metrics::counter!(metric::DEAD_LETTERED, dead).increment(1);
             }
             Mark::Untouched => {}

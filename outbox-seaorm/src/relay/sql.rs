@@ -71,15 +71,8 @@ impl Sql {
     pub(crate) fn seq_list(&mut self, seqs: &[i64]) -> &mut Self {
         if self.backend == DbBackend::Postgres {
             // One parameter whatever the count: `IN (SELECT unnest(CAST($1 AS bigint[])))`.
-            let array = format!(
-                "{{{}}}",
-                seqs.iter()
-                    .map(i64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            );
             self.text.push_str("SELECT unnest(CAST(");
-            self.bind(Value::String(Some(array)));
+            self.bind(Value::String(Some(pg_bigint_array(seqs))));
             self.text.push_str(" AS bigint[]))");
             return self;
         }
@@ -112,6 +105,22 @@ impl Sql {
     pub(crate) fn build(self) -> Statement {
         Statement::from_sql_and_values(self.backend, self.text, self.values)
     }
+}
+
+/// `{1,2,3}`: a PostgreSQL `bigint[]` literal, bound as text.
+fn pg_bigint_array(seqs: &[i64]) -> String {
+    use std::fmt::Write as _;
+    let mut array = String::with_capacity(2 + seqs.len() * 8);
+    array.push('{');
+    for (i, seq) in seqs.iter().enumerate() {
+        if i > 0 {
+            array.push(',');
+        }
+        // Writing to a String cannot fail.
+        let _ = write!(array, "{seq}");
+    }
+    array.push('}');
+    array
 }
 
 /// `"name"` (PostgreSQL, SQLite) or `` `name` `` (MariaDB). Names are validated identifiers
@@ -234,5 +243,9 @@ mod tests {
         sql.push("IN (").seq_list(&[7, 8, 9]).push(")");
         let statement = sql.build();
         assert_eq!(statement.sql, "IN (SELECT unnest(CAST($1 AS bigint[])))");
+        assert_eq!(
+            statement.values.unwrap().0,
+            vec![Value::String(Some("{7,8,9}".to_owned()))]
+        );
     }
 }

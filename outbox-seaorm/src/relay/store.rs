@@ -19,17 +19,54 @@ use crate::schema::OutboxStatus;
 pub(crate) const MAX_ERROR_CHARS: usize = 2_000;
 
 /// One claimed row. The envelope may fail to decode (a poison row written by another
-/// tool); the key columns are read on their own so the row can still be dead-lettered and
-/// its aggregate held back.
+/// tool); the key columns are then read on their own so the row can still be
+/// dead-lettered and its aggregate held back.
 #[derive(Debug)]
 pub(crate) struct ClaimedRow {
     pub(crate) seq: i64,
     pub(crate) attempts: i32,
+    /// The envelope, or why it cannot be read. Lent to the publisher while it publishes
+    /// (see [`super::decide`]).
+    pub(crate) envelope: Result<Envelope, Unreadable>,
+}
+
+/// A row whose envelope cannot be read: its key columns and the reason.
+#[derive(Debug)]
+pub(crate) struct Unreadable {
     pub(crate) event_type: String,
     pub(crate) aggregate_type: String,
     pub(crate) aggregate_id: String,
-    /// The envelope, or why it cannot be read. Taken (moved out) when published.
-    pub(crate) envelope: Result<Envelope, DbErr>,
+    pub(crate) error: DbErr,
+}
+
+impl Unreadable {
+    /// Stands in for an envelope lent to the publisher (allocates nothing).
+    pub(crate) fn lent() -> Self {
+        Self {
+            event_type: String::new(),
+            aggregate_type: String::new(),
+            aggregate_id: String::new(),
+            error: DbErr::Custom(String::new()),
+        }
+    }
+}
+
+impl ClaimedRow {
+    /// The event type, from the envelope or the row.
+    pub(crate) fn event_type(&self) -> &str {
+        match &self.envelope {
+            Ok(envelope) => &envelope.event_type,
+            Err(unreadable) => &unreadable.event_type,
+        }
+    }
+
+    /// `(aggregate_type, aggregate_id)`, from the envelope or the row.
+    pub(crate) fn key(&self) -> (&str, &str) {
+        match &self.envelope {
+            Ok(envelope) => (&envelope.aggregate_type, &envelope.aggregate_id),
+            Err(unreadable) => (&unreadable.aggregate_type, &unreadable.aggregate_id),
+        }
+    }
 }
 
 /// What to claim.
@@ -53,8 +90,51 @@ pub(crate) struct Store {
     outbox: Outbox,
     backend: DbBackend,
     tables: RelayTables,
-    /// `o."seq" AS "seq", …`: every column under its standard name.
+    /// The columns a claim reads. PostgreSQL: `o."seq", o."message_id", …`, the columns of
+    /// an envelope plus `seq` and `attempts`, in the order [`PgColumn`] numbers them (read by
+    /// position, see [`RowDecoder`]). Other backends: `o."seq" AS "seq", …`, every column
+    /// under its standard name (read by name through [`OutboxRecord`]).
     select_list: String,
+}
+
+/// Positions of the columns of a PostgreSQL claim ([`Store::select_list`]).
+struct PgColumn;
+
+impl PgColumn {
+    const SEQ: usize = 0;
+    const MESSAGE_ID: usize = 1;
+    const EVENT_TYPE: usize = 2;
+    const VERSION: usize = 3;
+    const AGGREGATE_TYPE: usize = 4;
+    const AGGREGATE_ID: usize = 5;
+    const CORRELATION_ID: usize = 6;
+    const CAUSATION_ID: usize = 7;
+    const TRACEPARENT: usize = 8;
+    const TRACESTATE: usize = 9;
+    const HEADERS: usize = 10;
+    const OCCURRED_AT: usize = 11;
+    const PAYLOAD: usize = 12;
+    const ATTEMPTS: usize = 13;
+
+    fn names(outbox: &Outbox) -> [&'static str; 14] {
+        let c = outbox.columns();
+        [
+            c.seq,
+            c.message_id,
+            c.event_type,
+            c.version,
+            c.aggregate_type,
+            c.aggregate_id,
+            c.correlation_id,
+            c.causation_id,
+            c.traceparent,
+            c.tracestate,
+            c.headers,
+            c.occurred_at,
+            c.payload,
+            c.attempts,
+        ]
+    }
 }
 
 fn standard_names(outbox: &Outbox) -> [(&'static str, &'static str); 20] {
@@ -93,13 +173,21 @@ pub(crate) fn truncate_error(message: &str) -> String {
 
 impl Store {
     pub(crate) fn new(outbox: &Outbox, backend: DbBackend) -> Self {
-        let select_list = standard_names(outbox)
-            .iter()
-            .map(|(column, name)| {
-                format!("o.{} AS {}", quote(backend, column), quote(backend, name))
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
+        let select_list = if backend == DbBackend::Postgres {
+            PgColumn::names(outbox)
+                .iter()
+                .map(|column| format!("o.{}", quote(backend, column)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        } else {
+            standard_names(outbox)
+                .iter()
+                .map(|(column, name)| {
+                    format!("o.{} AS {}", quote(backend, column), quote(backend, name))
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         Self {
             outbox: outbox.clone(),
             backend,
@@ -186,7 +274,7 @@ impl Store {
             sql.push(" FOR UPDATE SKIP LOCKED");
         }
         let rows = conn.query_all_raw(sql.build()).await?;
-        rows.iter().map(claimed_row).collect()
+        RowDecoder::default().decode_all(&rows)
     }
 
     /// `FROM outbox o WHERE …` of the claim (see [`claim`](Self::claim)).
@@ -278,7 +366,7 @@ impl Store {
                 claim.limit
             ));
         let rows = conn.query_all_raw(sql.build()).await?;
-        rows.iter().map(claimed_row).collect()
+        RowDecoder::default().decode_all(&rows)
     }
 
     /// Rows of `seqs` that have an earlier pending row of their aggregate outside `seqs`
@@ -345,7 +433,7 @@ impl Store {
             sql.push(" FOR UPDATE SKIP LOCKED");
         }
         let rows = conn.query_all_raw(sql.build()).await?;
-        rows.iter().map(claimed_row).collect()
+        RowDecoder::default().decode_all(&rows)
     }
 
     /// `status = 'published'` for pending rows of `seqs`. Returns the rows changed.
@@ -670,83 +758,237 @@ impl Store {
     }
 }
 
-fn claimed_row(row: &QueryResult) -> Result<ClaimedRow, DbErr> {
-    if let Some(row) = row.try_as_pg_row() {
-        return claimed_pg_row(row);
+/// Turns the rows of a claim into [`ClaimedRow`]s. On PostgreSQL it reads the columns of
+/// [`Store::select_list`] by position with their native types and remembers the last event
+/// type it validated, so that a batch of one contract parses its name once; elsewhere it
+/// reads by name through [`OutboxRecord`]. A relay decodes every row it publishes: this is
+/// most of its CPU time per row.
+#[derive(Default)]
+struct RowDecoder {
+    /// The last event type [`Envelope::from_parts`] accepted, its version, and an envelope
+    /// of that type with nothing else (no allocation to clone).
+    last: Option<(String, u32, Envelope)>,
+}
+
+/// A column value that failed to decode.
+fn column_error(index: usize, error: impl std::fmt::Display) -> DbErr {
+    DbErr::Type(format!("outbox column #{index}: {error}"))
+}
+
+type PgRow = sea_orm::sqlx::postgres::PgRow;
+
+/// Decodes column `index` after checking that its type is compatible with `T`.
+fn pg_get<'r, T>(row: &'r PgRow, index: usize) -> Result<T, DbErr>
+where
+    T: sea_orm::sqlx::Decode<'r, sea_orm::sqlx::Postgres>
+        + sea_orm::sqlx::Type<sea_orm::sqlx::Postgres>,
+{
+    use sea_orm::sqlx::Row as _;
+    row.try_get(index)
+        .map_err(|error| column_error(index, error))
+}
+
+/// Decodes a text column without sqlx's type check (which compares type names for every
+/// value): the text, varchar or name binary format is the UTF-8 string, which decoding
+/// validates.
+fn pg_text<'r, T>(row: &'r PgRow, index: usize) -> Result<T, DbErr>
+where
+    T: sea_orm::sqlx::Decode<'r, sea_orm::sqlx::Postgres>,
+{
+    use sea_orm::sqlx::Row as _;
+    row.try_get_unchecked(index)
+        .map_err(|error| column_error(index, error))
+}
+
+/// The headers column: a JSON object of strings (a non-string value is kept as its JSON
+/// text; anything but an object reads as no headers).
+fn pg_headers(row: &PgRow) -> Result<std::collections::BTreeMap<String, String>, DbErr> {
+    use sea_orm::sqlx::types::Json;
+    let index = PgColumn::HEADERS;
+    // Nearly always `{}` or an object of strings: decoded straight into the map.
+    if let Ok(Json(map)) = pg_get::<Json<std::collections::BTreeMap<String, String>>>(row, index) {
+        return Ok(map);
     }
-    Ok(ClaimedRow {
-        seq: sql::read_i64(row, "seq")?,
-        attempts: row.try_get("", "attempts")?,
-        event_type: row.try_get("", "event_type")?,
-        aggregate_type: row.try_get("", "aggregate_type")?,
-        aggregate_id: row.try_get("", "aggregate_id")?,
-        envelope: OutboxRecord::from_query_result(row, "").map(|record| record.envelope),
+    Ok(match pg_get::<Json<serde_json::Value>>(row, index)?.0 {
+        serde_json::Value::Object(map) => map
+            .into_iter()
+            .map(|(name, value)| match value {
+                serde_json::Value::String(text) => (name, text),
+                other => (name, other.to_string()),
+            })
+            .collect(),
+        _ => Default::default(),
     })
 }
 
-/// The PostgreSQL fast path of [`claimed_row`]: the envelope's columns by position (the
-/// order of [`standard_names`]) with their native types, without a lookup by name per
-/// column and without the bookkeeping columns the relay does not need. A relay decodes
-/// every row it publishes: this halves its CPU time per row.
-fn claimed_pg_row(row: &sea_orm::sqlx::postgres::PgRow) -> Result<ClaimedRow, DbErr> {
-    use outbox_core::envelope::EnvelopeParts;
-    use sea_orm::sqlx::Row as _;
-    use uuid::Uuid;
-
-    fn get<'r, T>(row: &'r sea_orm::sqlx::postgres::PgRow, index: usize) -> Result<T, DbErr>
-    where
-        T: sea_orm::sqlx::Decode<'r, sea_orm::sqlx::Postgres>
-            + sea_orm::sqlx::Type<sea_orm::sqlx::Postgres>,
-    {
-        row.try_get(index)
-            .map_err(|error| DbErr::Type(format!("outbox column #{index}: {error}")))
+impl RowDecoder {
+    fn decode_all(&mut self, rows: &[QueryResult]) -> Result<Vec<ClaimedRow>, DbErr> {
+        rows.iter().map(|row| self.decode(row)).collect()
     }
-    let seq: i64 = get(row, 0)?;
-    let event_type: String = get(row, 2)?;
-    let aggregate_type: String = get(row, 4)?;
-    let aggregate_id: String = get(row, 5)?;
-    let attempts: i32 = get(row, 15)?;
-    let envelope = (|| {
-        let headers = match get::<serde_json::Value>(row, 11)? {
-            serde_json::Value::Object(map) => map
-                .into_iter()
-                .map(|(name, value)| match value {
-                    serde_json::Value::String(text) => (name, text),
-                    other => (name, other.to_string()),
-                })
-                .collect(),
-            _ => Default::default(),
+
+    fn decode(&mut self, row: &QueryResult) -> Result<ClaimedRow, DbErr> {
+        if let Some(row) = row.try_as_pg_row() {
+            return self.decode_pg(row);
+        }
+        let seq = sql::read_i64(row, "seq")?;
+        let attempts = row.try_get("", "attempts")?;
+        let envelope = match OutboxRecord::from_query_result(row, "") {
+            Ok(record) => Ok(record.envelope),
+            Err(error) => Err(Unreadable {
+                event_type: row.try_get("", "event_type")?,
+                aggregate_type: row.try_get("", "aggregate_type")?,
+                aggregate_id: row.try_get("", "aggregate_id")?,
+                error,
+            }),
         };
-        let version: i32 = get(row, 3)?;
-        let envelope = Envelope::from_parts(EnvelopeParts {
-            message_id: get::<Uuid>(row, 1)?,
-            event_type: event_type.clone(),
-            occurred_at: get(row, 12)?,
-            correlation_id: get(row, 7)?,
-            causation_id: get(row, 8)?,
-            traceparent: get(row, 9)?,
-            tracestate: get(row, 10)?,
-            aggregate_type: aggregate_type.clone(),
-            aggregate_id: aggregate_id.clone(),
-            headers,
-            payload: get(row, 13)?,
+        Ok(ClaimedRow {
+            seq,
+            attempts,
+            envelope,
         })
-        .map_err(|error| DbErr::Type(format!("outbox column `event_type`: {error}")))?;
-        if i64::from(envelope.version) != i64::from(version) {
-            return Err(DbErr::Type(format!(
-                "outbox column `version`: {version} disagrees with event type `{event_type}`"
-            )));
+    }
+
+    fn decode_pg(&mut self, row: &PgRow) -> Result<ClaimedRow, DbErr> {
+        let seq: i64 = pg_get(row, PgColumn::SEQ)?;
+        let attempts: i32 = pg_get(row, PgColumn::ATTEMPTS)?;
+        let event_type: String = pg_text(row, PgColumn::EVENT_TYPE)?;
+        let aggregate_type: String = pg_text(row, PgColumn::AGGREGATE_TYPE)?;
+        let aggregate_id: String = pg_text(row, PgColumn::AGGREGATE_ID)?;
+        let envelope = self
+            .envelope_pg(row, event_type, aggregate_type, aggregate_id)
+            .map_err(|unreadable| *unreadable);
+        Ok(ClaimedRow {
+            seq,
+            attempts,
+            envelope,
+        })
+    }
+
+    /// The envelope of a PostgreSQL row, or the key columns back with the reason it cannot
+    /// be read.
+    fn envelope_pg(
+        &mut self,
+        row: &PgRow,
+        event_type: String,
+        aggregate_type: String,
+        aggregate_id: String,
+    ) -> Result<Envelope, Box<Unreadable>> {
+        let unreadable = |event_type, aggregate_type, aggregate_id, error| {
+            Box::new(Unreadable {
+                event_type,
+                aggregate_type,
+                aggregate_id,
+                error,
+            })
+        };
+        use outbox_core::envelope::EnvelopeParts;
+        use sea_orm::sqlx::types::Json;
+        let fields = (|| {
+            Ok::<_, DbErr>((
+                pg_get::<i32>(row, PgColumn::VERSION)?,
+                pg_get::<uuid::Uuid>(row, PgColumn::MESSAGE_ID)?,
+                pg_get::<DateTime<Utc>>(row, PgColumn::OCCURRED_AT)?,
+                pg_get::<Option<uuid::Uuid>>(row, PgColumn::CORRELATION_ID)?,
+                pg_get::<Option<uuid::Uuid>>(row, PgColumn::CAUSATION_ID)?,
+                pg_text::<Option<String>>(row, PgColumn::TRACEPARENT)?,
+                pg_text::<Option<String>>(row, PgColumn::TRACESTATE)?,
+                pg_headers(row)?,
+                pg_get::<Json<serde_json::Value>>(row, PgColumn::PAYLOAD)?.0,
+            ))
+        })();
+        let (
+            stored_version,
+            message_id,
+            occurred_at,
+            correlation_id,
+            causation_id,
+            traceparent,
+            tracestate,
+            headers,
+            payload,
+        ) = match fields {
+            Ok(fields) => fields,
+            Err(error) => return Err(unreadable(event_type, aggregate_type, aggregate_id, error)),
+        };
+        let version_error = |event_type: &str| {
+            DbErr::Type(format!(
+                "outbox column `version`: {stored_version} disagrees with event type \
+                 `{event_type}`"
+            ))
+        };
+        // The same event type as the previous row: already validated.
+        if let Some((last_type, version, template)) = &self.last
+            && *last_type == event_type
+        {
+            let version = *version;
+            if i64::from(version) != i64::from(stored_version) {
+                let error = version_error(&event_type);
+                return Err(unreadable(event_type, aggregate_type, aggregate_id, error));
+            }
+            let mut envelope = template.clone();
+            envelope.message_id = message_id;
+            envelope.event_type = event_type;
+            envelope.version = version;
+            envelope.occurred_at = occurred_at;
+            envelope.correlation_id = correlation_id;
+            envelope.causation_id = causation_id;
+            envelope.traceparent = traceparent;
+            envelope.tracestate = tracestate;
+            envelope.aggregate_type = aggregate_type;
+            envelope.aggregate_id = aggregate_id;
+            envelope.headers = headers;
+            envelope.payload = payload;
+            return Ok(envelope);
+        }
+        let parts =
+            |event_type: String, aggregate_type: String, aggregate_id: String, headers, payload| {
+                EnvelopeParts {
+                    message_id,
+                    event_type,
+                    occurred_at,
+                    correlation_id,
+                    causation_id,
+                    traceparent: traceparent.clone(),
+                    tracestate: tracestate.clone(),
+                    aggregate_type,
+                    aggregate_id,
+                    headers,
+                    payload,
+                }
+            };
+        let envelope = match Envelope::from_parts(parts(
+            event_type.clone(),
+            aggregate_type.clone(),
+            aggregate_id.clone(),
+            headers,
+            payload,
+        )) {
+            Ok(envelope) => envelope,
+            Err(error) => {
+                let error = DbErr::Type(format!("outbox column `event_type`: {error}"));
+                return Err(unreadable(event_type, aggregate_type, aggregate_id, error));
+            }
+        };
+        if i64::from(envelope.version) != i64::from(stored_version) {
+            let error = version_error(&event_type);
+            return Err(unreadable(event_type, aggregate_type, aggregate_id, error));
+        }
+        // Remember the type, with an envelope of it holding nothing else.
+        if let Ok(template) = Envelope::from_parts(parts(
+            event_type.clone(),
+            String::new(),
+            String::new(),
+            Default::default(),
+            serde_json::Value::Null,
+        )) {
+            let mut template = template;
+            template.event_type = String::new();
+            template.traceparent = None;
+            template.tracestate = None;
+            self.last = Some((event_type, envelope.version, template));
         }
         Ok(envelope)
-    })();
-    Ok(ClaimedRow {
-        seq,
-        attempts,
-        event_type,
-        aggregate_type,
-        aggregate_id,
-        envelope,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -757,10 +999,15 @@ mod tests {
     fn claim_sql_per_backend() {
         let outbox = Outbox::default();
         let store = Store::new(&outbox, DbBackend::Postgres);
+        assert_eq!(
+            store.select_list,
+            r#"o."seq", o."message_id", o."event_type", o."version", o."aggregate_type", o."aggregate_id", o."correlation_id", o."causation_id", o."traceparent", o."tracestate", o."headers", o."occurred_at", o."payload", o."attempts""#
+        );
+        let store = Store::new(&outbox, DbBackend::Sqlite);
         assert!(
             store
                 .select_list
-                .starts_with(r#"o."seq" AS "seq", o."message_id""#)
+                .starts_with(r#"o."seq" AS "seq", o."message_id" AS "message_id""#)
         );
         let long = "é".repeat(3_000);
         let truncated = truncate_error(&long);
