@@ -47,6 +47,8 @@ backend_tests!(
     graceful_shutdown_finishes_the_batch,
     fast_path_publishes_right_after_commit,
     purge_and_status,
+    pipelined_relay_claims_the_next_batch_while_publishing,
+    failure_holds_back_rows_claimed_ahead,
 );
 
 const AGGREGATE: &str = OrderNotedV2::AGGREGATE_TYPE;
@@ -881,4 +883,106 @@ async fn purge_and_status(db: &TestDb) {
         ops.purge_inbox(Duration::from_secs(7200), 1).await.unwrap(),
         Some(2)
     );
+}
+
+/// Pipelining (PostgreSQL, MariaDB): while a batch is being published, the next one is
+/// already claimed on a second connection — its rows are locked, so another claimer skips
+/// both batches. Everything is published once, in order per aggregate.
+async fn pipelined_relay_claims_the_next_batch_while_publishing(db: &TestDb) {
+    let (outbox, _clock) = manual_outbox();
+    setup(db, &outbox).await;
+    let broker = InProcessBroker::new();
+    note(db, &outbox, "a", 0, 10).await;
+    note(db, &outbox, "b", 0, 10).await;
+    broker.pause();
+    let mut relay = relay(db, &outbox, &broker, "relay-1")
+        .batch_size(4)
+        .build()
+        .unwrap();
+    let draining = tokio::spawn(async move { relay.drain().await });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while broker.waiting() == 0 {
+        assert!(Instant::now() < deadline, "no batch reached the broker");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let backend = db.conn().get_database_backend();
+    if backend != DbBackend::Sqlite {
+        // Rows another claimer can still lock: 20 − batch in flight − batch claimed ahead.
+        let claimable = async || {
+            use sea_orm::TransactionTrait as _;
+            // MariaDB: through the primary key, where the relay's locks are.
+            let index = if backend == DbBackend::MySql {
+                " FORCE INDEX (PRIMARY)"
+            } else {
+                ""
+            };
+            let txn = db.conn().begin().await.unwrap();
+            let rows = txn
+                .query_all_raw(Statement::from_string(
+                    backend,
+                    format!(
+                        "SELECT seq FROM outbox{index} WHERE status = 'pending' \
+                         FOR UPDATE SKIP LOCKED"
+                    ),
+                ))
+                .await
+                .unwrap()
+                .len();
+            txn.rollback().await.unwrap();
+            rows
+        };
+        loop {
+            let rows = claimable().await;
+            if rows == 12 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the next batch was not claimed ahead: {rows} rows claimable"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    broker.resume();
+    let report = draining.await.unwrap().unwrap();
+    assert_eq!(report.published, 20, "{report:?}");
+    assert_eq!(received(&broker, "a"), (0..10).collect::<Vec<_>>());
+    assert_eq!(received(&broker, "b"), (0..10).collect::<Vec<_>>());
+    assert_eq!(broker.len(), 20, "no duplicate");
+}
+
+/// A transient failure in one batch holds back the later rows of its aggregate that the
+/// next batch already claimed (pipelining claims it while the failing batch is in flight);
+/// other aggregates go on; after the backoff everything arrives in order.
+async fn failure_holds_back_rows_claimed_ahead(db: &TestDb) {
+    let (outbox, clock) = manual_outbox();
+    setup(db, &outbox).await;
+    let broker = InProcessBroker::new();
+    // a0 b0 a1 b1 …: batches of 3 mix both aggregates.
+    for n in 0..12 {
+        note(db, &outbox, "a", n, 1).await;
+        note(db, &outbox, "b", n, 1).await;
+    }
+    let failed_once = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = Arc::clone(&failed_once);
+    broker.fail_messages(move |e| {
+        (e.aggregate_id == "a"
+            && note_number(e) == 2
+            && !flag.swap(true, std::sync::atomic::Ordering::SeqCst))
+        .then(|| PublishError::unavailable("a2 bounced"))
+    });
+    let mut relay = relay(db, &outbox, &broker, "relay-1")
+        .batch_size(3)
+        .build()
+        .unwrap();
+    let first = relay.drain().await.unwrap();
+    assert!(failed_once.load(std::sync::atomic::Ordering::SeqCst));
+    assert_eq!((first.published, first.retried), (14, 1), "{first:?}");
+    assert_eq!(received(&broker, "a"), [0, 1], "nothing of a after a2");
+    assert_eq!(received(&broker, "b"), (0..12).collect::<Vec<_>>());
+    clock.advance(TimeDelta::seconds(10));
+    let second = relay.drain().await.unwrap();
+    assert_eq!(second.published, 10, "{second:?}");
+    assert_eq!(received(&broker, "a"), (0..12).collect::<Vec<_>>());
+    assert_eq!(broker.len(), 24, "no duplicate");
 }

@@ -38,6 +38,7 @@ pub const DEFAULT_PURGE_BATCH: usize = 1_000;
 /// | publish timeout | 10 s ([`DEFAULT_PUBLISH_TIMEOUT`]) |
 /// | `LISTEN` wake-up | on (PostgreSQL, when the outbox has a `NOTIFY` channel) |
 /// | instance id | `relay-<UUIDv7>` |
+/// | pipelining | on (PostgreSQL and MariaDB, when the pool allows 2 connections more than the listener): the database work of one batch overlaps the publishing of the next |
 /// | head-of-aggregate check | off; on with the fast path |
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -75,6 +76,10 @@ pub struct RelayConfig {
     /// Whether each batch checks that its rows are at the head of their aggregate (see
     /// [`crate::relay::fast_path`]).
     pub check_head: bool,
+    /// Whether batches are pipelined on PostgreSQL and MariaDB: while one batch is being
+    /// published, the previous one is marked and committed and the next one is claimed, on
+    /// a second connection (see [`RelayBuilder::pipeline`](super::RelayBuilder::pipeline)).
+    pub pipeline: bool,
 }
 
 impl Default for RelayConfig {
@@ -95,6 +100,7 @@ impl Default for RelayConfig {
             listen: true,
             instance_id: format!("relay-{}", uuid::Uuid::now_v7()),
             check_head: false,
+            pipeline: true,
         }
     }
 }

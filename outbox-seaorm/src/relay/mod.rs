@@ -134,6 +134,7 @@ pub mod config;
 pub mod fast_path;
 pub(crate) mod lease;
 mod listener;
+mod pipeline;
 pub(crate) mod sql;
 pub(crate) mod store;
 pub mod tables;
@@ -218,6 +219,14 @@ impl RelayReport {
         self.published += batch.published;
         self.retried += batch.retried;
         self.dead_lettered += batch.dead_lettered;
+    }
+
+    fn merge(&mut self, other: &RelayReport) {
+        self.batches += other.batches;
+        self.published += other.published;
+        self.retried += other.retried;
+        self.dead_lettered += other.dead_lettered;
+        self.errors += other.errors;
     }
 }
 
@@ -346,6 +355,23 @@ impl<P: Publisher + 'static> RelayBuilder<P> {
         self
     }
 
+    /// Whether batches are pipelined (default: on). On PostgreSQL and MariaDB a pipelined
+    /// relay publishes batch *n* while, on a second connection, it marks and commits batch
+    /// *n − 1* and claims batch *n + 1* (`SKIP LOCKED` skips the rows of the batch in
+    /// flight), so a batch costs about the longer of the database work and the publishing,
+    /// not their sum. Order per aggregate is kept: batch *n + 1* is published only after
+    /// batch *n* was acknowledged, and its rows whose aggregate did not get through in
+    /// batch *n* wait. A crash can leave two batches published but unmarked (both are
+    /// published again, with the same message ids), against one without pipelining.
+    ///
+    /// It is used only when the connection pool has room for it (`max_connections` at
+    /// least 2, plus 1 for the `LISTEN` connection), and never with
+    /// [`check_head`](Self::check_head) or on SQLite.
+    pub fn pipeline(mut self, pipeline: bool) -> Self {
+        self.config.pipeline = pipeline;
+        self
+    }
+
     /// Replaces every setting.
     pub fn config(mut self, config: RelayConfig) -> Self {
         self.config = config;
@@ -433,6 +459,12 @@ impl<P> std::fmt::Debug for Relay<P> {
             .field("owned", &self.leases.owned)
             .finish_non_exhaustive()
     }
+}
+
+/// A claimed batch on PostgreSQL / MariaDB: the transaction that holds its row locks.
+pub(crate) struct LockedBatch {
+    txn: sea_orm::DatabaseTransaction,
+    rows: Vec<ClaimedRow>,
 }
 
 /// A decision about one claimed row.
@@ -600,15 +632,7 @@ impl<P: Publisher + 'static> Relay<P> {
         if self.refresh_due() {
             self.refresh_leases().await?;
         }
-        let span = tracing::info_span!(
-            "outbox.relay.batch",
-            outbox = %self.outbox.outbox_table(),
-            relay = %self.config.instance_id,
-            claimed = tracing::field::Empty,
-            published = tracing::field::Empty,
-            retried = tracing::field::Empty,
-            dead_lettered = tracing::field::Empty,
-        );
+        let span = self.batch_span();
         let started = Instant::now();
         let result = async {
             if self.store.backend() == DbBackend::Sqlite {
@@ -620,6 +644,25 @@ impl<P: Publisher + 'static> Relay<P> {
         .instrument(span.clone())
         .await;
         let report = result?;
+        self.record_batch(&span, &report, started);
+        Ok(report)
+    }
+
+    /// The span of one batch; its counts are recorded by [`record_batch`](Self::record_batch).
+    fn batch_span(&self) -> tracing::Span {
+        tracing::info_span!(
+            "outbox.relay.batch",
+            outbox = %self.outbox.outbox_table(),
+            relay = %self.config.instance_id,
+            claimed = tracing::field::Empty,
+            published = tracing::field::Empty,
+            retried = tracing::field::Empty,
+            dead_lettered = tracing::field::Empty,
+        )
+    }
+
+    /// Records a finished batch in its span and in the batch metrics.
+    fn record_batch(&self, span: &tracing::Span, report: &BatchReport, started: Instant) {
         span.record("claimed", report.claimed);
         span.record("published", report.published);
         span.record("retried", report.retried);
@@ -630,12 +673,22 @@ impl<P: Publisher + 'static> Relay<P> {
             metrics::histogram!(metric::BATCH_SIZE, self.labels.clone())
                 .record(report.claimed as f64);
         }
-        Ok(report)
     }
 
     /// A batch on PostgreSQL / MariaDB: one transaction holding the row locks (and the
     /// lease share locks) while publishing.
     async fn batch_locked(&self) -> Result<BatchReport, RelayError> {
+        let Some(mut batch) = self.claim_locked().await? else {
+            return Ok(BatchReport::default());
+        };
+        let held = self.held_rows(&batch.txn, &batch.rows).await?;
+        let marks = self.publish(&mut batch.rows, &held).await;
+        self.finish_locked(batch, &marks).await
+    }
+
+    /// Opens a batch's transaction, share-locks the leases and claims; `None` (and the
+    /// transaction committed) when there is nothing to claim.
+    async fn claim_locked(&self) -> Result<Option<LockedBatch>, RelayError> {
         let isolation =
             (self.store.backend() == DbBackend::MySql).then_some(IsolationLevel::ReadCommitted);
         let txn = self.db.begin_with_config(isolation, None).await?;
@@ -648,25 +701,32 @@ impl<P: Publisher + 'static> Relay<P> {
             let partitions: Vec<i32> = owned.iter().filter_map(|n| lease_partition(n)).collect();
             if partitions.is_empty() {
                 txn.commit().await?;
-                return Ok(BatchReport::default());
+                return Ok(None);
             }
             Some(partitions)
         } else {
             None
         };
-        let mut rows = self
+        let rows = self
             .store
             .claim(&txn, self.claim(now, partitions.as_deref()))
             .await?;
         if rows.is_empty() {
             txn.commit().await?;
-            return Ok(BatchReport::default());
+            return Ok(None);
         }
-        let held = self.held_rows(&txn, &rows).await?;
-        let marks = self.publish(&mut rows, &held).await;
-        let report = self.apply(&txn, &rows, &marks).await?;
-        txn.commit().await?;
-        self.count(&rows, &marks);
+        Ok(Some(LockedBatch { txn, rows }))
+    }
+
+    /// Marks a published batch and commits its transaction.
+    async fn finish_locked(
+        &self,
+        batch: LockedBatch,
+        marks: &[Mark],
+    ) -> Result<BatchReport, RelayError> {
+        let report = self.apply(&batch.txn, &batch.rows, marks).await?;
+        batch.txn.commit().await?;
+        self.count(&batch.rows, marks);
         Ok(report)
     }
 
@@ -750,6 +810,15 @@ impl<P: Publisher + 'static> Relay<P> {
     pub async fn drain(&mut self) -> Result<RelayReport, RelayError> {
         self.refresh_leases().await?;
         let mut total = RelayReport::default();
+        if self.pipelined() {
+            loop {
+                let run = self.run_pipelined(pipeline::Until::Drained, None).await?;
+                total.merge(&run.total);
+                if run.total.published + run.total.retried + run.total.dead_lettered == 0 {
+                    return Ok(total);
+                }
+            }
+        }
         loop {
             let report = self.run_batch().await?;
             total.add(&report);
@@ -778,12 +847,23 @@ impl<P: Publisher + 'static> Relay<P> {
             ordering = self.config.ordering.as_str(),
             "relay started"
         );
+        let pipelined = self.pipelined();
         while !shutdown.is_cancelled() {
-            let again = match self.run_batch().await {
-                Ok(report) => {
+            let batches = if pipelined {
+                self.run_pipelined(pipeline::Until::NotFull, Some(&shutdown))
+                    .await
+                    .map(|run| {
+                        total.merge(&run.total);
+                        run.more
+                    })
+            } else {
+                self.run_batch().await.map(|report| {
                     total.add(&report);
                     report.claimed >= self.config.batch_size && report.made_progress()
-                }
+                })
+            };
+            let again = match batches {
+                Ok(again) => again,
                 Err(error) => {
                     total.errors += 1;
                     tracing::warn!(%error, relay = %self.config.instance_id, "relay batch failed");

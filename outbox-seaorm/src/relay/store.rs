@@ -320,7 +320,9 @@ impl Store {
     /// whole condition, through any index; (2) `SELECT … FORCE INDEX (PRIMARY) WHERE seq
     /// IN (…) AND status = 'pending' AND next_attempt_at <= :now ORDER BY seq LIMIT :n FOR
     /// UPDATE SKIP LOCKED`, which locks clustered records only. Unordered relays compete
-    /// for the same first rows: they read four times the batch size of candidates.
+    /// for the same first rows: they read four times the batch size of candidates; a
+    /// leased relay reads twice the batch size, since the batch it has in flight while it
+    /// claims the next one (pipelining) is still pending.
     async fn claim_mysql<C: ConnectionTrait>(
         &self,
         conn: &C,
@@ -329,7 +331,7 @@ impl Store {
         let c = self.outbox.columns();
         let q = |name: &str| quote(self.backend, name);
         let candidates = if claim.partitions.is_some() {
-            claim.limit
+            claim.limit.saturating_mul(2)
         } else {
             claim.limit.saturating_mul(4).min(10_000)
         };

@@ -1,0 +1,239 @@
+//! Pipelined batches on PostgreSQL and MariaDB (see
+//! [`RelayBuilder::pipeline`](super::RelayBuilder::pipeline)).
+//!
+//! ```text
+//! broker:    publish 1 | publish 2        | publish 3        | …
+//! database:  claim 1   | mark 0, claim 2  | mark 1, claim 3  | …
+//! ```
+//!
+//! Each batch keeps its own transaction (row locks, lease share locks) from its claim to its
+//! mark, as without pipelining; two are open at a time. The claim of batch *n + 1* runs
+//! while batch *n* is in flight, so `SKIP LOCKED` leaves batch *n*'s rows alone. It may
+//! return later rows of an aggregate that batch *n* is publishing: batch *n + 1* is published
+//! only once batch *n*'s outcomes are known, and its rows whose aggregate did not get
+//! through (a retry, a row held back, a dead row under `Block`) are held back in turn, as
+//! the claim itself would have done had batch *n* been marked already.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use outbox_core::policy::{DeadLetterPolicy, Ordering};
+use outbox_core::publish::Publisher;
+use sea_orm::DbBackend;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+use super::store::ClaimedRow;
+use super::{BatchReport, LockedBatch, Mark, Relay, RelayError, RelayReport};
+
+/// When a pipelined run stops claiming further batches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Until {
+    /// [`Relay::drain`]: until a claim finds nothing or a batch changes no row.
+    Drained,
+    /// [`Relay::run`]: also after a batch that was not full (the relay then waits for the
+    /// next poll or wake-up).
+    NotFull,
+}
+
+/// A batch in flight: its transaction, its span and when it was claimed.
+struct InFlight {
+    batch: LockedBatch,
+    span: tracing::Span,
+    started: Instant,
+}
+
+/// A published batch waiting for its marks to be written.
+struct Published {
+    flight: InFlight,
+    marks: Vec<Mark>,
+}
+
+/// What a pipelined run did.
+pub(super) struct PipelineReport {
+    /// The batches marked.
+    pub(super) total: RelayReport,
+    /// Whether the last batch was full and changed rows: there is probably more to do now.
+    pub(super) more: bool,
+}
+
+/// `(aggregate_type, aggregate_id)`.
+type Key = (String, String);
+
+impl<P: Publisher + 'static> Relay<P> {
+    /// Whether batches are pipelined: configured, on PostgreSQL or MariaDB, without the
+    /// head-of-aggregate check (which would see the batch in flight as earlier rows), and
+    /// with a pool that has a second connection for it.
+    pub(super) fn pipelined(&self) -> bool {
+        let backend = self.store.backend();
+        if !self.config.pipeline
+            || backend == DbBackend::Sqlite
+            || (self.config.check_head && self.config.ordering == Ordering::PerAggregate)
+        {
+            return false;
+        }
+        let listener = backend == DbBackend::Postgres
+            && self.config.listen
+            && self.outbox.notify_channel().is_some();
+        let needed = 2 + u32::from(listener);
+        let available = match backend {
+            DbBackend::Postgres => self
+                .db
+                .get_postgres_connection_pool()
+                .options()
+                .get_max_connections(),
+            DbBackend::MySql => self
+                .db
+                .get_mysql_connection_pool()
+                .options()
+                .get_max_connections(),
+            _ => 0,
+        };
+        available >= needed
+    }
+
+    /// Runs pipelined batches until `until` says stop, `shutdown` is cancelled or a lease
+    /// heartbeat is due. Every transaction is closed on return: the batch in flight is
+    /// marked, a batch claimed but not published yet is rolled back (its rows stay
+    /// pending, untouched).
+    ///
+    /// # Errors
+    /// The first [`RelayError`]; the batches marked before it stay marked.
+    pub(super) async fn run_pipelined(
+        &mut self,
+        until: Until,
+        shutdown: Option<&CancellationToken>,
+    ) -> Result<PipelineReport, RelayError> {
+        if self.refresh_due() {
+            self.refresh_leases().await?;
+        }
+        let this = &*self;
+        let mut total = RelayReport::default();
+        let mut more = false;
+        let mut failure: Option<RelayError> = None;
+        let mut previous: Option<Published> = None;
+        // Aggregates whose rows did not all get through in the previous batch.
+        let mut stopped: HashSet<Key> = HashSet::new();
+        let mut current = this.claim_in_flight().await?;
+        while let Some(mut flight) = current.take() {
+            let held = this.behind(&stopped, &flight.batch.rows);
+            let full = flight.batch.rows.len() >= this.config.batch_size;
+            let go_on = (full || until == Until::Drained)
+                && !this.refresh_due()
+                && !shutdown.is_some_and(CancellationToken::is_cancelled);
+            let span = flight.span.clone();
+            let publish = this.publish(&mut flight.batch.rows, &held).instrument(span);
+            let database = async {
+                let finished = match previous.take() {
+                    Some(published) => Some(this.finish_in_flight(published).await),
+                    None => None,
+                };
+                let progress = match &finished {
+                    Some(Ok(report)) => report.made_progress(),
+                    Some(Err(_)) => false,
+                    None => true,
+                };
+                let next = if go_on && progress {
+                    Some(this.claim_in_flight().await)
+                } else {
+                    None
+                };
+                (finished, next)
+            };
+            let (marks, (finished, next)) = tokio::join!(publish, database);
+            match finished {
+                Some(Ok(report)) => total.add(&report),
+                Some(Err(error)) => failure = Some(error),
+                None => {}
+            }
+            stopped = this.not_through(&flight.batch.rows, &marks);
+            more = full && marks.iter().any(|mark| !matches!(mark, Mark::Untouched));
+            previous = Some(Published { flight, marks });
+            match next {
+                Some(Ok(next)) => current = next,
+                Some(Err(error)) => {
+                    failure.get_or_insert(error);
+                }
+                None => {}
+            }
+            if failure.is_some() {
+                // A batch claimed but not published: dropping its transaction rolls it back.
+                current = None;
+            }
+        }
+        if let Some(published) = previous.take() {
+            match this.finish_in_flight(published).await {
+                Ok(report) => total.add(&report),
+                Err(error) => {
+                    failure.get_or_insert(error);
+                }
+            }
+        }
+        match failure {
+            Some(error) => Err(error),
+            None => Ok(PipelineReport { total, more }),
+        }
+    }
+
+    async fn claim_in_flight(&self) -> Result<Option<InFlight>, RelayError> {
+        let span = self.batch_span();
+        let started = Instant::now();
+        let batch = self.claim_locked().instrument(span.clone()).await?;
+        Ok(batch.map(|batch| InFlight {
+            batch,
+            span,
+            started,
+        }))
+    }
+
+    async fn finish_in_flight(&self, published: Published) -> Result<BatchReport, RelayError> {
+        let Published { flight, marks } = published;
+        let InFlight {
+            batch,
+            span,
+            started,
+        } = flight;
+        let report = self
+            .finish_locked(batch, &marks)
+            .instrument(span.clone())
+            .await?;
+        self.record_batch(&span, &report, started);
+        Ok(report)
+    }
+
+    /// The aggregates of `rows` that did not all get through: a row left pending (retry,
+    /// held back) or dead under [`DeadLetterPolicy::Block`]. Empty when order does not
+    /// matter.
+    fn not_through(&self, rows: &[ClaimedRow], marks: &[Mark]) -> HashSet<Key> {
+        if self.config.ordering != Ordering::PerAggregate {
+            return HashSet::new();
+        }
+        let block = self.config.dead_letter_policy == DeadLetterPolicy::Block;
+        rows.iter()
+            .zip(marks)
+            .filter(|(_, mark)| match mark {
+                Mark::Published => false,
+                Mark::Dead { .. } => block,
+                Mark::Retry { .. } | Mark::Untouched => true,
+            })
+            .map(|(row, _)| {
+                let (aggregate_type, aggregate_id) = row.key();
+                (aggregate_type.to_owned(), aggregate_id.to_owned())
+            })
+            .collect()
+    }
+
+    /// The rows of `rows` whose aggregate is in `stopped`: they wait for a later batch.
+    fn behind(&self, stopped: &HashSet<Key>, rows: &[ClaimedRow]) -> HashSet<i64> {
+        if stopped.is_empty() {
+            return HashSet::new();
+        }
+        rows.iter()
+            .filter(|row| {
+                let (aggregate_type, aggregate_id) = row.key();
+                stopped.contains(&(aggregate_type.to_owned(), aggregate_id.to_owned()))
+            })
+            .map(|row| row.seq)
+            .collect()
+    }
+}
