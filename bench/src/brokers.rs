@@ -1677,15 +1677,8 @@ pub async fn run(args: BrokersArgs) -> Result<(), BoxError> {
 }
 
 async fn run_in_task(args: BrokersArgs) -> Result<(), BoxError> {
-    let database = format!("outbox_bench_{}", Uuid::now_v7().simple());
-    let admin = Database::connect(&args.database_url).await?;
-    admin
-        .execute_unprepared(&format!("CREATE DATABASE {database}"))
-        .await?;
-    let url = match args.database_url.rsplit_once('/') {
-        Some((server, _)) => format!("{server}/{database}"),
-        None => return Err("the database URL has no database name".into()),
-    };
+    let scratch = crate::ScratchDatabase::create(&args.database_url).await?;
+    let url = scratch.url().to_owned();
     let result = async {
         let db = connect(&url).await?;
         let result = run_in(&db, args).await;
@@ -1693,9 +1686,7 @@ async fn run_in_task(args: BrokersArgs) -> Result<(), BoxError> {
         result
     }
     .await;
-    admin
-        .execute_unprepared(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
-        .await?;
+    scratch.drop().await?;
     result
 }
 

@@ -49,7 +49,7 @@ use sea_orm::{
 use serde::Deserialize as _;
 use uuid::Uuid;
 
-use crate::Timing;
+use crate::{Timing, count};
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -425,29 +425,15 @@ async fn cell(
     })
 }
 
-async fn count(pool: &PgPool, query: &'static str) -> Result<i64, BoxError> {
-    let row: (i64,) = sqlx::query_as(query).fetch_one(pool).await?;
-    Ok(row.0)
-}
-
 /// Runs the benchmark.
 pub async fn run(args: InboxArgs) -> Result<(), BoxError> {
     if args.books < 3 || !args.books.is_multiple_of(3) {
         return Err("--books must be a positive multiple of 3".into());
     }
-    let database = format!("outbox_bench_{}", Uuid::now_v7().simple());
-    let admin = Database::connect(&args.database_url).await?;
-    admin
-        .execute_unprepared(&format!("CREATE DATABASE {database}"))
-        .await?;
-    let url = match args.database_url.rsplit_once('/') {
-        Some((server, _)) => format!("{server}/{database}"),
-        None => return Err("the database URL has no database name".into()),
-    };
+    let scratch = crate::ScratchDatabase::create(&args.database_url).await?;
+    let url = scratch.url().to_owned();
     let result = run_on(&url, &args).await;
-    admin
-        .execute_unprepared(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
-        .await?;
+    scratch.drop().await?;
     result
 }
 

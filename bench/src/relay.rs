@@ -38,7 +38,7 @@ use outbox_core::publish::{BatchOutcome, Publisher};
 use outbox_seaorm::Outbox;
 use outbox_seaorm::relay::Relay;
 use sea_orm::sqlx::{self, PgPool, Row};
-use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection};
+use sea_orm::{ConnectOptions, Database, DatabaseConnection};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -190,15 +190,8 @@ async fn connect(url: &str) -> Result<DatabaseConnection, BoxError> {
 
 /// Runs the benchmark in a database of its own.
 pub async fn run(args: RelayArgs) -> Result<(), BoxError> {
-    let database = format!("outbox_bench_{}", Uuid::now_v7().simple());
-    let admin = Database::connect(&args.database_url).await?;
-    admin
-        .execute_unprepared(&format!("CREATE DATABASE {database}"))
-        .await?;
-    let url = match args.database_url.rsplit_once('/') {
-        Some((server, _)) => format!("{server}/{database}"),
-        None => return Err("the database URL has no database name".into()),
-    };
+    let scratch = crate::ScratchDatabase::create(&args.database_url).await?;
+    let url = scratch.url().to_owned();
     let result = async {
         let db = connect(&url).await?;
         if matches!(args.part, Part::All | Part::Drain) {
@@ -214,9 +207,7 @@ pub async fn run(args: RelayArgs) -> Result<(), BoxError> {
         Ok::<_, BoxError>(())
     }
     .await;
-    admin
-        .execute_unprepared(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
-        .await?;
+    scratch.drop().await?;
     result
 }
 

@@ -17,7 +17,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::Timing;
+use crate::{Timing, count};
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -372,27 +372,13 @@ async fn cell(
     Ok((total, start.elapsed()))
 }
 
-async fn count(pool: &PgPool, query: &'static str) -> Result<i64, BoxError> {
-    let row: (i64,) = sqlx::query_as(query).fetch_one(pool).await?;
-    Ok(row.0)
-}
-
 /// Runs the benchmark.
 pub async fn run(args: WriteArgs) -> Result<(), BoxError> {
-    let database = format!("outbox_bench_{}", Uuid::now_v7().simple());
-    let admin = Database::connect(&args.database_url).await?;
-    admin
-        .execute_unprepared(&format!("CREATE DATABASE {database}"))
-        .await?;
-    let url = match args.database_url.rsplit_once('/') {
-        Some((server, _)) => format!("{server}/{database}"),
-        None => return Err("the database URL has no database name".into()),
-    };
+    let scratch = crate::ScratchDatabase::create(&args.database_url).await?;
+    let url = scratch.url().to_owned();
     let wakeup = args.notify.wakeup(args.notify_interval_ms);
     let result = run_on(&url, &args.timing, wakeup, &args.modes).await;
-    admin
-        .execute_unprepared(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
-        .await?;
+    scratch.drop().await?;
     result
 }
 

@@ -20,7 +20,9 @@
 //!
 //! # Modules
 //! - [`route`]: subject / routing key / topic / stream from the event type;
-//! - [`settle`]: the runners' shared settle-then-acknowledge step.
+//! - [`settle`]: the runners' shared settle-then-acknowledge step;
+//! - `testing` (feature `testing`): a loopback TCP proxy that cuts and restores connections,
+//!   to play a broker outage in tests and demos.
 
 pub mod route;
 pub mod settle;
@@ -36,3 +38,6 @@ pub mod kafka;
 
 #[cfg(feature = "redis")]
 pub mod redis;
+
+#[cfg(feature = "testing")]
+pub mod testing;

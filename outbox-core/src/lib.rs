@@ -10,7 +10,8 @@
 //! For relays and brokers: the [`Publisher`] contract with its classified
 //! [`PublishError`] ([`publish`]), an [`in_process`] broker for tests and demos, the relay
 //! [`policy`] types (ordering, dead-letter policy, backoff with jitter) and the [`metric`]
-//! names.
+//! names. Without a broker, the [`job`] dispatcher is the publisher: it runs each row as a
+//! local job by event type (job-queue mode).
 //!
 //! ```
 //! use outbox_core::{Envelope, IntegrationEvent};
@@ -42,6 +43,7 @@ pub mod compat;
 pub mod envelope;
 mod event;
 pub mod in_process;
+pub mod job;
 pub mod mapping;
 pub mod metric;
 pub mod name;

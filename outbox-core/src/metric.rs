@@ -11,9 +11,11 @@
 //! | [`PENDING_ROWS`] | gauge | `outbox` | rows waiting to be published (backoff included) |
 //! | [`OLDEST_CLAIMABLE_AGE`] | gauge | `outbox` | age in seconds of the oldest row a relay could claim now (rows parked in backoff excluded); the outbox lag to alert on |
 //! | [`DEAD_ROWS`] | gauge | `outbox` | dead-lettered rows |
+//! | [`FAILED_ROWS`] | gauge | `outbox` | rows in `failed` (non-retryable jobs that failed, waiting for a person) |
 //! | [`PUBLISHED`] | counter | `outbox` | rows published |
 //! | [`PUBLISH_FAILURES`] | counter | `outbox`, `class` | failed publication attempts |
 //! | [`DEAD_LETTERED`] | counter | `outbox`, `event_type` | rows moved to `dead` |
+//! | [`FAILED`] | counter | `outbox`, `event_type` | rows moved to `failed`: a row whose `retryable` flag is off failed once (job-queue mode); each also raised the relay's alert hook |
 //! | [`BATCH_DURATION`] | histogram | `outbox` | seconds per relay batch (claim, publish, mark) |
 //! | [`BATCH_SIZE`] | histogram | `outbox` | rows claimed per batch |
 //! | [`RELAY_HEARTBEAT`] | gauge | `outbox` | Unix time of a relay's last heartbeat |
@@ -28,12 +30,16 @@ pub const PENDING_ROWS: &str = "outbox_pending_rows";
 pub const OLDEST_CLAIMABLE_AGE: &str = "outbox_oldest_claimable_age_seconds";
 /// Gauge: rows with status `dead`.
 pub const DEAD_ROWS: &str = "outbox_dead_rows";
+/// Gauge: rows with status `failed`.
+pub const FAILED_ROWS: &str = "outbox_failed_rows";
 /// Counter: rows published.
 pub const PUBLISHED: &str = "outbox_published_total";
 /// Counter: failed publication attempts, by `class`.
 pub const PUBLISH_FAILURES: &str = "outbox_publish_failures_total";
 /// Counter: rows dead-lettered, by `event_type`.
 pub const DEAD_LETTERED: &str = "outbox_dead_lettered_total";
+/// Counter: rows marked `failed` (not retryable, failed once), by `event_type`.
+pub const FAILED: &str = "outbox_failed_total";
 /// Histogram: duration of a relay batch in seconds.
 pub const BATCH_DURATION: &str = "outbox_relay_batch_duration_seconds";
 /// Histogram: rows claimed per batch.

@@ -254,6 +254,111 @@ pub fn check_consumer_name(name: &str) -> Result<(), ConsumerNameError> {
     Ok(())
 }
 
+/// The grammar of worker keys, as stated in error messages.
+pub const WORKER_KEY_GRAMMAR: &str = "a worker key is 1 to 100 characters: lowercase ASCII \
+letters, digits, `.`, `-` and `_`, starting with a letter or a digit, e.g. `payments` or \
+`notifications.email`";
+
+/// Longest worker key, in characters (the outbox `worker_key` column is `varchar(100)`).
+pub const MAX_WORKER_KEY_CHARS: usize = 100;
+
+/// Why a string is not a valid worker key.
+///
+/// A worker key routes an outbox row to the relays that may claim it (job-queue mode, see
+/// `outbox_seaorm::job`): `[a-z0-9][a-z0-9._-]*`, at most [`MAX_WORKER_KEY_CHARS`]
+/// characters. The grammar is deliberately narrow so that a key reads the same in a
+/// configuration file, a lease name, a metric label and a SQL literal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WorkerKeyError {
+    /// The key is empty.
+    Empty,
+    /// The key is longer than [`MAX_WORKER_KEY_CHARS`].
+    TooLong {
+        /// Its length in characters.
+        chars: usize,
+    },
+    /// The first character is not a lowercase ASCII letter or a digit.
+    InvalidStart {
+        /// The character found.
+        character: char,
+    },
+    /// A character other than a lowercase ASCII letter, a digit, `.`, `-` or `_`.
+    InvalidCharacter {
+        /// The character found.
+        character: char,
+        /// Its position (in characters).
+        position: usize,
+    },
+}
+
+impl fmt::Display for WorkerKeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Empty => write!(f, "the worker key is empty; {WORKER_KEY_GRAMMAR}"),
+            Self::TooLong { chars } => write!(
+                f,
+                "the worker key has {chars} characters, at most {MAX_WORKER_KEY_CHARS} are \
+                 allowed; {WORKER_KEY_GRAMMAR}"
+            ),
+            Self::InvalidStart { character } => write!(
+                f,
+                "the worker key starts with {character:?}; {WORKER_KEY_GRAMMAR}"
+            ),
+            Self::InvalidCharacter {
+                character,
+                position,
+            } => write!(
+                f,
+                "character {character:?} at position {position} of the worker key; \
+                 {WORKER_KEY_GRAMMAR}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for WorkerKeyError {}
+
+/// Checks a worker key (job-queue mode): `[a-z0-9][a-z0-9._-]*`, 1 to
+/// [`MAX_WORKER_KEY_CHARS`] characters.
+///
+/// ```
+/// use outbox_core::name::{WorkerKeyError, check_worker_key};
+///
+/// assert_eq!(check_worker_key("payments"), Ok(()));
+/// assert_eq!(check_worker_key("notifications.email_v2"), Ok(()));
+/// assert!(matches!(check_worker_key("Payments"), Err(WorkerKeyError::InvalidStart { .. })));
+/// assert!(matches!(check_worker_key("pay ments"), Err(WorkerKeyError::InvalidCharacter { .. })));
+/// ```
+///
+/// # Errors
+/// A [`WorkerKeyError`] saying which rule is broken.
+pub fn check_worker_key(key: &str) -> Result<(), WorkerKeyError> {
+    let mut chars = key.chars();
+    let Some(first) = chars.next() else {
+        return Err(WorkerKeyError::Empty);
+    };
+    if !(first.is_ascii_lowercase() || first.is_ascii_digit()) {
+        return Err(WorkerKeyError::InvalidStart { character: first });
+    }
+    for (index, character) in key.chars().enumerate().skip(1) {
+        if !(character.is_ascii_lowercase()
+            || character.is_ascii_digit()
+            || matches!(character, '.' | '-' | '_'))
+        {
+            return Err(WorkerKeyError::InvalidCharacter {
+                character,
+                position: index,
+            });
+        }
+    }
+    // All ASCII from here on: bytes are characters.
+    if key.len() > MAX_WORKER_KEY_CHARS {
+        return Err(WorkerKeyError::TooLong { chars: key.len() });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,6 +392,61 @@ mod tests {
             check_consumer_name(&long),
             Err(ConsumerNameError::TooLong { chars: 401 })
         ));
+    }
+
+    #[test]
+    fn worker_keys() {
+        for ok in [
+            "payments",
+            "notifications.email",
+            "a",
+            "0",
+            "a-b_c.d9",
+            &"k".repeat(100),
+        ] {
+            assert_eq!(check_worker_key(ok), Ok(()), "{ok}");
+        }
+        assert_eq!(check_worker_key(""), Err(WorkerKeyError::Empty));
+        assert_eq!(
+            check_worker_key(&"k".repeat(101)),
+            Err(WorkerKeyError::TooLong { chars: 101 })
+        );
+        for (bad, start) in [
+            ("Payments", 'P'),
+            ("-x", '-'),
+            (".x", '.'),
+            ("_x", '_'),
+            (" x", ' '),
+        ] {
+            assert_eq!(
+                check_worker_key(bad),
+                Err(WorkerKeyError::InvalidStart { character: start }),
+                "{bad}"
+            );
+        }
+        for (bad, character, position) in [
+            ("pay ments", ' ', 3),
+            ("payMents", 'M', 3),
+            ("pay'; --", '\'', 3),
+            ("payé", 'é', 3),
+            ("a/b", '/', 1),
+            ("a,b", ',', 1),
+        ] {
+            assert_eq!(
+                check_worker_key(bad),
+                Err(WorkerKeyError::InvalidCharacter {
+                    character,
+                    position
+                }),
+                "{bad}"
+            );
+        }
+        assert!(
+            check_worker_key("X")
+                .unwrap_err()
+                .to_string()
+                .contains(WORKER_KEY_GRAMMAR)
+        );
     }
 
     #[test]

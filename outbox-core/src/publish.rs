@@ -110,6 +110,34 @@ where
     outcomes
 }
 
+/// Per-aggregate order within a batch whose messages were sent together (pipelined
+/// acknowledgements): after an aggregate's first failure, its later messages are reported
+/// [`PublishErrorKind::NotAttempted`] even when the broker accepted them, so the relay
+/// publishes them again after the failed one (the consumer's inbox skips the duplicates).
+///
+/// ```
+/// use outbox_core::publish::{MessageOutcome, PublishError, stop_after_failures};
+/// # use outbox_core::Envelope;
+/// # fn batch() -> Vec<Envelope> { Vec::new() }
+/// let batch = batch();
+/// let mut outcomes: Vec<MessageOutcome> = batch.iter().map(|_| Ok(())).collect();
+/// stop_after_failures(&batch, &mut outcomes);
+/// ```
+pub fn stop_after_failures(batch: &[Envelope], outcomes: &mut [MessageOutcome]) {
+    let mut failed: std::collections::HashSet<(&str, &str)> = std::collections::HashSet::new();
+    for (envelope, outcome) in batch.iter().zip(outcomes.iter_mut()) {
+        let key = (
+            envelope.aggregate_type.as_str(),
+            envelope.aggregate_id.as_str(),
+        );
+        if failed.contains(&key) {
+            *outcome = Err(PublishError::not_attempted());
+        } else if outcome.is_err() {
+            failed.insert(key);
+        }
+    }
+}
+
 /// Whether retrying can help.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -195,13 +223,26 @@ impl fmt::Display for PublishErrorKind {
 /// let error = PublishError::too_large(2_000_000, 1_048_576);
 /// assert!(error.is_permanent());
 /// ```
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{kind}: {message}")]
+#[derive(Debug, Clone)]
 pub struct PublishError {
     kind: PublishErrorKind,
     message: String,
-    #[source]
     source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+impl fmt::Display for PublishError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.kind, self.message)
+    }
+}
+
+impl std::error::Error for PublishError {
+    /// The attached error itself (not the `Arc` holding it), so that it can be downcast.
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|source| source as &(dyn std::error::Error + 'static))
+    }
 }
 
 impl PublishError {
@@ -313,7 +354,11 @@ mod tests {
             assert_eq!(kind.class(), class);
         }
         let error = PublishError::timeout("no ack").with_source(std::io::Error::other("io"));
-        assert!(std::error::Error::source(&error).is_some());
+        let source = std::error::Error::source(&error).expect("a source");
+        assert!(
+            source.downcast_ref::<std::io::Error>().is_some(),
+            "downcastable"
+        );
         assert_eq!(error.message(), "no ack");
     }
 

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! my-ops outbox status [--format human|json] [--fail-on-dead]
-//! my-ops outbox dead list [--event-type T] [--limit N] [--format human|json]
+//! my-ops outbox dead list [--status dead|failed] [--event-type T] [--limit N] [--format human|json]
 //! my-ops outbox dead show MESSAGE_ID [--format human|json]
 //! my-ops outbox requeue MESSAGE_ID… | --all-dead [--event-type T]  [--actor A] [--reason R]
 //! my-ops outbox skip MESSAGE_ID --reason R [--actor A]
@@ -57,8 +57,14 @@
 //! `inbox-dead requeue` marks `dead` letters `requeued`, and the running consumer of their
 //! consumer name redelivers them to its handlers.
 //!
-//! Exit codes: 0 success, 1 `status --fail-on-dead` found dead rows, 2 usage or database
-//! error, unknown message id or dead-letter id, or a row or dead letter in the wrong status.
+//! Exit codes: 0 success, 1 `status --fail-on-dead` found dead or failed rows, 2 usage or
+//! database error, unknown message id or dead-letter id, or a row or dead letter in the
+//! wrong status.
+//!
+//! Job-queue mode ([`crate::job`]): `status` counts `failed` rows (non-retryable jobs that
+//! failed) by event type and shows the pending rows per worker key; `dead list --status
+//! failed` lists them; `requeue MESSAGE_ID` runs one again and `skip` gives it up, both
+//! recorded (`requeue --all-dead` never touches failed rows).
 //!
 //! `requeue` and `skip` record who did it (`--actor`, default `$USER`, else `cli`) and why
 //! in the operator log (see [`crate::ops`]); `inbox-dead requeue` records the actor on the
@@ -95,14 +101,14 @@ pub struct OutboxCommand {
 #[derive(Debug, Clone, Subcommand)]
 #[non_exhaustive]
 pub enum OutboxAction {
-    /// Pending rows, the oldest claimable row's age (outbox lag), dead rows by event type,
-    /// live relays.
+    /// Pending rows, the oldest claimable row's age (outbox lag), dead and failed rows by
+    /// event type, pending rows by worker key, live relays.
     Status(StatusArgs),
-    /// Dead-lettered rows.
+    /// Dead-lettered rows (and failed jobs with `--status failed`).
     Dead(DeadCommand),
-    /// Put dead (or skipped) rows back to pending; recorded in the operator log.
+    /// Put dead, failed (or skipped) rows back to pending; recorded in the operator log.
     Requeue(RequeueArgs),
-    /// Give up on a dead or pending row for good; recorded with the reason.
+    /// Give up on a dead, failed or pending row for good; recorded with the reason.
     Skip(SkipArgs),
     /// Delete published rows older than the retention, in batches, one instance at a time.
     Purge(PurgeArgs),
@@ -120,7 +126,7 @@ pub struct StatusArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
     pub format: OutputFormat,
-    /// Exit with code 1 when there are dead rows (for monitoring scripts).
+    /// Exit with code 1 when there are dead or failed rows (for monitoring scripts).
     #[arg(long)]
     pub fail_on_dead: bool,
 }
@@ -137,16 +143,30 @@ pub struct DeadCommand {
 #[derive(Debug, Clone, Subcommand)]
 #[non_exhaustive]
 pub enum DeadAction {
-    /// List dead rows, oldest first.
+    /// List dead rows (or failed ones), oldest first.
     List(DeadListArgs),
     /// Show one row (any status) with its operator log.
     Show(DeadShowArgs),
+}
+
+/// Which rows `outbox dead list` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[non_exhaustive]
+pub enum GivenUpStatusArg {
+    /// Dead-lettered rows (the default).
+    #[default]
+    Dead,
+    /// Failed jobs: rows whose `retryable` flag is off and that failed.
+    Failed,
 }
 
 /// Arguments of `outbox dead list`.
 #[derive(Debug, Clone, Args)]
 #[non_exhaustive]
 pub struct DeadListArgs {
+    /// Dead rows (default) or failed jobs.
+    #[arg(long, value_enum, default_value_t = GivenUpStatusArg::Dead)]
+    pub status: GivenUpStatusArg,
     /// Only this event type.
     #[arg(long)]
     pub event_type: Option<String>,
@@ -335,7 +355,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 pub enum Outcome {
     /// Done.
     Success,
-    /// `status --fail-on-dead` found dead rows.
+    /// `status --fail-on-dead` found dead or failed rows.
     DeadRows,
 }
 
@@ -406,6 +426,8 @@ fn record_json(record: &OutboxRecord) -> serde_json::Value {
         "published_at": record.published_at,
         "created_at": record.created_at,
         "partition": record.partition,
+        "worker_key": record.worker_key,
+        "retryable": record.retryable,
         "envelope": record.envelope,
     })
 }
@@ -625,9 +647,18 @@ impl OutboxCommand {
             OutboxAction::Dead(DeadCommand {
                 action: DeadAction::List(args),
             }) => {
-                let rows = ops
-                    .dead_letters(args.event_type.as_deref(), args.limit)
-                    .await?;
+                let (rows, label) = match args.status {
+                    GivenUpStatusArg::Failed => (
+                        ops.failed_jobs(args.event_type.as_deref(), args.limit)
+                            .await?,
+                        "failed",
+                    ),
+                    _ => (
+                        ops.dead_letters(args.event_type.as_deref(), args.limit)
+                            .await?,
+                        "dead",
+                    ),
+                };
                 if args.format == OutputFormat::Json {
                     json_line(out, &rows.iter().map(record_json).collect())?;
                     return Ok(Outcome::Success);
@@ -649,7 +680,7 @@ impl OutboxCommand {
                         row.last_error.as_deref().unwrap_or("")
                     )?;
                 }
-                writeln!(out, "{} dead row(s)", rows.len())?;
+                writeln!(out, "{} {label} row(s)", rows.len())?;
                 Ok(Outcome::Success)
             }
             OutboxAction::Dead(DeadCommand {
@@ -677,6 +708,14 @@ impl OutboxCommand {
                 )?;
                 writeln!(out, "status:       {}", record.status)?;
                 writeln!(out, "attempts:     {}", record.attempts)?;
+                if record.worker_key.is_some() || !record.retryable {
+                    writeln!(
+                        out,
+                        "worker key:   {}",
+                        record.worker_key.as_deref().unwrap_or("-")
+                    )?;
+                    writeln!(out, "retryable:    {}", record.retryable)?;
+                }
                 writeln!(
                     out,
                     "last error:   {}",
@@ -774,6 +813,24 @@ async fn status(
         for (event_type, count) in &report.dead_by_event_type {
             writeln!(out, "  {event_type}  {count}")?;
         }
+        writeln!(out, "failed:            {}", report.failed())?;
+        for (event_type, count) in &report.failed_by_event_type {
+            writeln!(out, "  {event_type}  {count}")?;
+        }
+        if !report.pending_by_worker_key.is_empty() {
+            writeln!(out, "pending by worker key:")?;
+            for (key, status) in &report.pending_by_worker_key {
+                writeln!(
+                    out,
+                    "  {key}  {} (oldest claimable: {})",
+                    status.pending,
+                    status.oldest_claimable_age.map_or_else(
+                        || "-".to_owned(),
+                        |age| format!("{:.1}s", age.as_secs_f64())
+                    )
+                )?;
+            }
+        }
         writeln!(out, "skipped:           {}", report.skipped)?;
         writeln!(
             out,
@@ -785,11 +842,13 @@ async fn status(
             }
         )?;
     }
-    Ok(if args.fail_on_dead && report.dead() > 0 {
-        Outcome::DeadRows
-    } else {
-        Outcome::Success
-    })
+    Ok(
+        if args.fail_on_dead && report.dead() + report.failed() > 0 {
+            Outcome::DeadRows
+        } else {
+            Outcome::Success
+        },
+    )
 }
 
 /// The stand-alone command line: `<binary> outbox …` and `<binary> schemas …`.
@@ -912,6 +971,7 @@ mod tests {
                 "--limit",
                 "5",
             ],
+            vec!["x", "outbox", "dead", "list", "--status", "failed"],
             vec!["x", "outbox", "dead", "show", id],
             vec!["x", "outbox", "requeue", id, id, "--actor", "ann"],
             vec![
@@ -980,6 +1040,7 @@ mod tests {
             vec!["x", "outbox", "inbox-dead", "requeue", id],
             vec!["x", "outbox", "inbox-dead", "show"],
             vec!["x", "outbox", "inbox-dead", "list", "--status", "pending"],
+            vec!["x", "outbox", "dead", "list", "--status", "pending"],
         ] {
             assert!(StandAlone::try_parse_from(&args).is_err(), "{args:?}");
         }

@@ -15,6 +15,7 @@
 //! | PostgreSQL wake-up | [`PostgresWakeup::AfterCommit`], at most one `NOTIFY` per 8 ms per database |
 //! | SQLite transactions | `BEGIN IMMEDIATE` |
 //! | trace context | [`trace::default_source`] |
+//! | jobs (worker key, `retryable` per event type) | none: every row `worker_key = NULL`, `retryable = true` (see [`crate::job`]) |
 //!
 //! ```
 //! use outbox_seaorm::Outbox;
@@ -33,11 +34,14 @@
 //! # Ok::<(), outbox_seaorm::ConfigError>(())
 //! ```
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, LazyLock};
 
 use outbox_core::EnvelopeConfig;
 use outbox_core::clock::{Clock, SystemClock};
+use outbox_core::name::{EventTypeError, WorkerKeyError};
 
+use crate::job::Job;
 use crate::partition::DEFAULT_PARTITIONS;
 use crate::table::{
     ColumnNaming, IdentifierProblem, InvalidTableName, OutboxColumns, TableName,
@@ -81,6 +85,8 @@ struct Settings {
     trace_source: TraceContextSource,
     /// The outbox `INSERT` text per backend, built on first use.
     insert_sql: InsertSql,
+    /// Job entries by event type.
+    jobs: BTreeMap<String, Job>,
 }
 
 /// A setting of [`OutboxBuilder`] was rejected.
@@ -116,6 +122,30 @@ pub enum ConfigError {
         /// What is wrong with it.
         reason: IdentifierProblem,
     },
+    /// A [`Job`]'s event type is not a versioned contract name.
+    #[error("invalid job event type {event_type:?}: {reason}")]
+    JobEventType {
+        /// The rejected event type.
+        event_type: String,
+        /// Which rule of the grammar it breaks.
+        reason: EventTypeError,
+    },
+    /// A [`Job`]'s worker key breaks the worker-key grammar.
+    #[error("invalid worker key {key:?} for job `{event_type}`: {reason}")]
+    WorkerKey {
+        /// The job's event type.
+        event_type: String,
+        /// The rejected key.
+        key: String,
+        /// Which rule it breaks.
+        reason: WorkerKeyError,
+    },
+    /// Two [`Job`] entries for one event type.
+    #[error("two job entries for event type `{event_type}`")]
+    DuplicateJob {
+        /// The event type.
+        event_type: String,
+    },
 }
 
 /// Builds an [`Outbox`]; every setting has a documented default (see the
@@ -135,6 +165,7 @@ pub struct OutboxBuilder {
     wakeup: PostgresWakeup,
     sqlite_begin_immediate: bool,
     trace_source: TraceContextSource,
+    jobs: Vec<Job>,
 }
 
 impl Default for OutboxBuilder {
@@ -152,6 +183,7 @@ impl Default for OutboxBuilder {
             wakeup: PostgresWakeup::default(),
             sqlite_begin_immediate: true,
             trace_source: trace::default_source(),
+            jobs: Vec::new(),
         }
     }
 }
@@ -247,6 +279,14 @@ impl OutboxBuilder {
         self
     }
 
+    /// Adds a job entry: the worker key and `retryable` flag that every row of its event
+    /// type gets at commit (job-queue mode, see [`crate::job`]). Event types without an
+    /// entry get no worker key and `retryable = true`. Default: no entries.
+    pub fn job(mut self, job: Job) -> Self {
+        self.jobs.push(job);
+        self
+    }
+
     /// Validates the settings.
     ///
     /// # Errors
@@ -280,6 +320,14 @@ impl OutboxBuilder {
                 reason,
             })?;
         }
+        let mut jobs = BTreeMap::new();
+        for job in self.jobs {
+            job.validate()?;
+            let event_type = job.event_type().to_owned();
+            if jobs.insert(event_type.clone(), job).is_some() {
+                return Err(ConfigError::DuplicateJob { event_type });
+            }
+        }
         Ok(Outbox(Arc::new(Settings {
             outbox_table,
             inbox_table,
@@ -296,6 +344,7 @@ impl OutboxBuilder {
             sqlite_begin_immediate: self.sqlite_begin_immediate,
             trace_source: self.trace_source,
             insert_sql: InsertSql::default(),
+            jobs,
         })))
     }
 }
@@ -320,6 +369,7 @@ impl Default for Outbox {
             sqlite_begin_immediate: defaults.sqlite_begin_immediate,
             trace_source: defaults.trace_source,
             insert_sql: InsertSql::default(),
+            jobs: BTreeMap::new(),
         }))
     }
 }
@@ -432,6 +482,19 @@ impl Outbox {
     /// The trace-context hook.
     pub fn trace_context_source(&self) -> TraceContextSource {
         self.0.trace_source
+    }
+
+    /// The job entry of `event_type`, if configured (see [`OutboxBuilder::job`]).
+    pub fn job(&self, event_type: &str) -> Option<&Job> {
+        if self.0.jobs.is_empty() {
+            return None;
+        }
+        self.0.jobs.get(event_type)
+    }
+
+    /// Every job entry, by event type.
+    pub fn jobs(&self) -> impl Iterator<Item = &Job> {
+        self.0.jobs.values()
     }
 }
 

@@ -111,6 +111,9 @@
 //! - [`record`]: reading outbox rows back;
 //! - [`relay`]: the [`Relay`](relay::Relay) that publishes the rows (claiming, leases,
 //!   retries, dead letters, `NOTIFY` wake-up) and the [fast path](relay::fast_path);
+//! - [`job`]: job-queue mode — no broker, the relay runs each row as a local job by event
+//!   type ([`JobDispatcher`](job::JobDispatcher)), restricted by worker keys, with a
+//!   per-row `retryable` flag, `failed` rows and an alert hook;
 //! - [`inbox`]: consumer handlers (`#[inbox_handler]`), each `(message_id, consumer)`
 //!   applied once in the handler's own transaction; the [`Consumer`](inbox::Consumer)
 //!   dispatcher with retries and the consumer dead-letter table;
@@ -174,6 +177,7 @@
 pub mod config;
 pub mod error;
 pub mod inbox;
+pub mod job;
 pub mod migration;
 pub mod ops;
 pub mod partition;

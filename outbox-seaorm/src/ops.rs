@@ -30,11 +30,14 @@
 //!
 //! # Requeue and skip
 //!
-//! - **requeue** (`dead` or `skipped` → `pending`): `attempts` back to 0, due at once; the
-//!   relay publishes it with its original message id. `last_error` is kept until the next
-//!   attempt.
-//! - **skip** (`dead` or `pending` → `skipped`): the row is never published and no longer
-//!   holds its aggregate back under [`DeadLetterPolicy::Block`]; a reason is required.
+//! - **requeue** (`dead`, `failed` or `skipped` → `pending`): `attempts` back to 0, due at
+//!   once; the relay publishes it with its original message id. `last_error` is kept until
+//!   the next attempt. For a `failed` row (a non-retryable job, see [`crate::job`]) this is
+//!   the operator's decision to run it again — after checking that it did not happen; there
+//!   is deliberately no bulk requeue of failed rows.
+//! - **skip** (`dead`, `failed` or `pending` → `skipped`): the row is never published (the
+//!   job never run again) and no longer holds its aggregate back under
+//!   [`DeadLetterPolicy::Block`]; a reason is required.
 //!
 //! Both write a row to the operator log (`<outbox>_operator_log`: `seq`, `message_id`,
 //! `event_type`, `action`, `previous_status`, `actor`, `reason`, `last_error`, `at`) in
@@ -107,6 +110,12 @@ pub struct StatusReport {
     pub oldest_claimable_age: Option<Duration>,
     /// Dead rows per event type.
     pub dead_by_event_type: BTreeMap<String, u64>,
+    /// Failed rows (non-retryable jobs that failed, see [`crate::job`]) per event type.
+    pub failed_by_event_type: BTreeMap<String, u64>,
+    /// Pending rows per worker key (job-queue mode; rows without a worker key are not
+    /// listed): the seed's per-key lag. A key whose oldest claimable row keeps ageing has no
+    /// live relay.
+    pub pending_by_worker_key: BTreeMap<String, WorkerKeyStatus>,
     /// Rows skipped by operators.
     pub skipped: u64,
     /// Live relay instances.
@@ -125,6 +134,22 @@ impl StatusReport {
     pub fn dead(&self) -> u64 {
         self.dead_by_event_type.values().sum()
     }
+
+    /// Failed rows in total.
+    pub fn failed(&self) -> u64 {
+        self.failed_by_event_type.values().sum()
+    }
+}
+
+/// The pending rows of one worker key ([`StatusReport::pending_by_worker_key`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct WorkerKeyStatus {
+    /// Pending rows (in backoff included).
+    pub pending: u64,
+    /// Age of the oldest claimable pending row (backoff excluded).
+    #[serde(serialize_with = "serialize_age")]
+    pub oldest_claimable_age: Option<Duration>,
 }
 
 /// An operator action.
@@ -224,10 +249,11 @@ impl Operations {
         quote_table(self.backend(), self.outbox.outbox_table())
     }
 
-    /// Pending rows, the oldest claimable row's age, dead rows by event type, skipped rows
-    /// and live relays; also sets the [`metric::PENDING_ROWS`],
-    /// [`metric::OLDEST_CLAIMABLE_AGE`] and [`metric::DEAD_ROWS`] gauges. Reads only
-    /// pending, dead and skipped rows (indexed), never the published ones.
+    /// Pending rows, the oldest claimable row's age, dead and failed rows by event type,
+    /// skipped rows, pending rows by worker key and live relays; also sets the
+    /// [`metric::PENDING_ROWS`], [`metric::OLDEST_CLAIMABLE_AGE`], [`metric::DEAD_ROWS`] and
+    /// [`metric::FAILED_ROWS`] gauges. Reads only pending, dead, failed and skipped rows
+    /// (indexed), never the published ones.
     ///
     /// # Errors
     /// The database's error.
@@ -266,30 +292,39 @@ impl Operations {
         let mut sql = Sql::new(self.backend());
         sql.push(&format!(
             "SELECT {status} AS status, {event} AS event_type, COUNT(*) AS n FROM {table} \
-             WHERE {status} IN ('dead', 'skipped') GROUP BY {status}, {event}",
+             WHERE {status} IN ('dead', 'failed', 'skipped') GROUP BY {status}, {event}",
             status = self.q(c.status),
             event = self.q(c.event_type),
             table = self.outbox_table(),
         ));
         let mut dead_by_event_type = BTreeMap::new();
+        let mut failed_by_event_type = BTreeMap::new();
         let mut skipped = 0;
         for row in self.db.query_all_raw(sql.build()).await? {
             let status: String = row.try_get("", "status")?;
             let count = u64::try_from(sql::read_i64(&row, "n")?).unwrap_or(0);
-            if status == OutboxStatus::Dead.as_str() {
-                dead_by_event_type.insert(row.try_get("", "event_type")?, count);
-            } else {
-                skipped += count;
+            match OutboxStatus::parse(&status) {
+                Some(OutboxStatus::Dead) => {
+                    dead_by_event_type.insert(row.try_get("", "event_type")?, count);
+                }
+                Some(OutboxStatus::Failed) => {
+                    failed_by_event_type.insert(row.try_get("", "event_type")?, count);
+                }
+                _ => skipped += count,
             }
         }
-        let live_relays = self.store.live_instances(&self.db, now).await?;
-        let oldest_claimable_age = oldest.map(|at| (now - at).to_std().unwrap_or(Duration::ZERO));
+        let pending_by_worker_key = self.pending_by_worker_key(now).await?;
+        let live_relays = self.store.live_instances(&self.db, now, false).await?;
+        let age = |at: DateTime<Utc>| (now - at).to_std().unwrap_or(Duration::ZERO);
+        let oldest_claimable_age = oldest.map(age);
         let report = StatusReport {
             outbox: self.outbox.outbox_table().to_string(),
             pending: u64::try_from(pending).unwrap_or(0),
             in_backoff: u64::try_from(in_backoff).unwrap_or(0),
             oldest_claimable_age,
             dead_by_event_type,
+            failed_by_event_type,
+            pending_by_worker_key,
             skipped,
             live_relays,
         };
@@ -297,7 +332,47 @@ impl Operations {
         metrics::gauge!(metric::OLDEST_CLAIMABLE_AGE, self.labels.clone())
             .set(oldest_claimable_age.map_or(0.0, |age| age.as_secs_f64()));
         metrics::gauge!(metric::DEAD_ROWS, self.labels.clone()).set(report.dead() as f64);
+        metrics::gauge!(metric::FAILED_ROWS, self.labels.clone()).set(report.failed() as f64);
         Ok(report)
+    }
+
+    /// Pending keyed rows per worker key, with the age of each key's oldest claimable row
+    /// (served by the `(worker_key, seq)` index of pending keyed rows).
+    async fn pending_by_worker_key(
+        &self,
+        now: DateTime<Utc>,
+    ) -> Result<BTreeMap<String, WorkerKeyStatus>, DbErr> {
+        let c = self.outbox.columns();
+        let mut sql = Sql::new(self.backend());
+        sql.push(&format!(
+            "SELECT {key} AS worker_key, COUNT(*) AS pending, MIN(CASE WHEN {attempts} = 0 OR \
+             {next} <= ",
+            key = self.q(c.worker_key),
+            attempts = self.q(c.attempts),
+            next = self.q(c.next_attempt_at)
+        ))
+        .bind(sql::timestamp(self.backend(), now))
+        .push(&format!(
+            " THEN {created} END) AS oldest FROM {table} WHERE {status} = 'pending' AND {key} \
+             IS NOT NULL GROUP BY {key}",
+            created = self.q(c.created_at),
+            table = self.outbox_table(),
+            status = self.q(c.status),
+            key = self.q(c.worker_key),
+        ));
+        let mut keys = BTreeMap::new();
+        for row in self.db.query_all_raw(sql.build()).await? {
+            let oldest = sql::read_timestamp(&row, "oldest")?;
+            keys.insert(
+                row.try_get("", "worker_key")?,
+                WorkerKeyStatus {
+                    pending: u64::try_from(sql::read_i64(&row, "pending")?).unwrap_or(0),
+                    oldest_claimable_age: oldest
+                        .map(|at| (now - at).to_std().unwrap_or(Duration::ZERO)),
+                },
+            );
+        }
+        Ok(keys)
     }
 
     /// Dead rows in `seq` order, of one event type or all, at most `limit`.
@@ -310,6 +385,20 @@ impl Operations {
         limit: u64,
     ) -> Result<Vec<OutboxRecord>, DbErr> {
         self.rows_with_status(OutboxStatus::Dead, event_type, limit)
+            .await
+    }
+
+    /// Failed rows (non-retryable jobs that failed, see [`crate::job`]) in `seq` order, of
+    /// one event type or all, at most `limit`.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn failed_jobs(
+        &self,
+        event_type: Option<&str>,
+        limit: u64,
+    ) -> Result<Vec<OutboxRecord>, DbErr> {
+        self.rows_with_status(OutboxStatus::Failed, event_type, limit)
             .await
     }
 
@@ -350,8 +439,9 @@ impl Operations {
             .transpose()
     }
 
-    /// Puts a `dead` or `skipped` row back to `pending` (attempts 0, due now), recorded in
-    /// the operator log.
+    /// Puts a `dead`, `failed` or `skipped` row back to `pending` (attempts 0, due now),
+    /// recorded in the operator log. For a `failed` row this runs a non-retryable job again:
+    /// an operator's decision.
     ///
     /// # Errors
     /// [`OpsError::NotFound`], [`OpsError::WrongStatus`] (e.g. a published row), or the
@@ -367,13 +457,18 @@ impl Operations {
             OperatorActionKind::Requeue,
             actor,
             reason,
-            &[OutboxStatus::Dead, OutboxStatus::Skipped],
+            &[
+                OutboxStatus::Dead,
+                OutboxStatus::Failed,
+                OutboxStatus::Skipped,
+            ],
         )
         .await
     }
 
     /// Requeues every dead row (of one event type, or all), each recorded in the operator
-    /// log. Returns the actions, in `seq` order.
+    /// log. Returns the actions, in `seq` order. `failed` rows are left alone: each is
+    /// requeued on its own, after a person checked it.
     ///
     /// # Errors
     /// The database's error; rows requeued before it stay requeued.
@@ -400,8 +495,9 @@ impl Operations {
         }
     }
 
-    /// Marks a `dead` or `pending` row `skipped`: never published, no longer blocking its
-    /// aggregate. Recorded in the operator log with `actor` and `reason`.
+    /// Marks a `dead`, `failed` or `pending` row `skipped`: never published (a job never
+    /// run again), no longer blocking its aggregate. Recorded in the operator log with
+    /// `actor` and `reason`.
     ///
     /// # Errors
     /// [`OpsError::MissingReason`], [`OpsError::NotFound`], [`OpsError::WrongStatus`], or
@@ -420,7 +516,11 @@ impl Operations {
             OperatorActionKind::Skip,
             actor,
             Some(reason),
-            &[OutboxStatus::Dead, OutboxStatus::Pending],
+            &[
+                OutboxStatus::Dead,
+                OutboxStatus::Failed,
+                OutboxStatus::Pending,
+            ],
         )
         .await
     }
@@ -466,8 +566,8 @@ impl Operations {
                 status,
                 action,
                 expected: match action {
-                    OperatorActionKind::Requeue => "dead or skipped",
-                    OperatorActionKind::Skip => "dead or pending",
+                    OperatorActionKind::Requeue => "dead, failed or skipped",
+                    OperatorActionKind::Skip => "dead, failed or pending",
                 },
             });
         }

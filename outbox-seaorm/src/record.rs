@@ -38,6 +38,12 @@ pub struct OutboxRecord {
     pub published_at: Option<DateTime<Utc>>,
     /// When the row was written.
     pub created_at: DateTime<Utc>,
+    /// The worker key (job-queue mode, see [`crate::job`]); `None` for event types without
+    /// a job entry.
+    pub worker_key: Option<String>,
+    /// Whether a failed attempt may be retried (`false`: the first failure marks the row
+    /// `failed`).
+    pub retryable: bool,
 }
 
 fn type_error(column: &str, detail: impl std::fmt::Display) -> DbErr {
@@ -149,11 +155,13 @@ impl FromQueryResult for OutboxRecord {
             last_error: optional(row, pre, "last_error")?,
             published_at: timestamp(row, pre, "published_at")?,
             created_at: required(timestamp(row, pre, "created_at")?, "created_at")?,
+            worker_key: optional(row, pre, "worker_key")?,
+            retryable: crate::relay::sql::read_bool(row, pre, "retryable")?,
         })
     }
 }
 
-fn standard_names(columns: &OutboxColumns) -> [(&'static str, &'static str); 20] {
+fn standard_names(columns: &OutboxColumns) -> [(&'static str, &'static str); 22] {
     [
         (columns.seq, "seq"),
         (columns.message_id, "message_id"),
@@ -175,6 +183,8 @@ fn standard_names(columns: &OutboxColumns) -> [(&'static str, &'static str); 20]
         (columns.last_error, "last_error"),
         (columns.published_at, "published_at"),
         (columns.created_at, "created_at"),
+        (columns.worker_key, "worker_key"),
+        (columns.retryable, "retryable"),
     ]
 }
 

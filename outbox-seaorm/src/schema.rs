@@ -15,13 +15,20 @@
 //! | `headers`, `payload` | `jsonb` | `json` (`longtext` + `json_valid` check) | `text` |
 //! | `occurred_at`, `next_attempt_at`, `published_at`, `created_at` | `timestamptz` | `datetime(6)`, UTC | `text`, RFC 3339 UTC |
 //! | `status` | `varchar(16)` | `varchar(16)` | `text` |
+//! | `worker_key` (nullable) | `varchar(100)` | `varchar(100)` | `text` |
+//! | `retryable` | `boolean`, default `true` | `boolean` (`tinyint(1)`), default `true` | `boolean` (0 / 1), default `true` |
 //!
 //! - UUIDs outside PostgreSQL are stored as lowercase hyphenated text
 //!   (`0191a0b2-…-…`), readable from any language and by Debezium.
 //! - SQLite timestamps are fixed-width `YYYY-MM-DDTHH:MM:SS.ffffffZ`, so text order is time
 //!   order. MariaDB `datetime(6)` values are UTC.
-//! - `status` is text (`pending`, `published`, `dead`, `skipped`, checked by a constraint)
-//!   rather than a number, so that other tools and languages read it without a lookup table.
+//! - `status` is text (`pending`, `published`, `dead`, `skipped`, `failed`, checked by a
+//!   constraint) rather than a number, so that other tools and languages read it without a
+//!   lookup table.
+//! - `worker_key` and `retryable` are the job-queue columns ([`crate::job`]): set at commit
+//!   from the [`Outbox`]'s job configuration and never changed afterwards, so a later change
+//!   of configuration does not alter rows already written. Event types without a job entry
+//!   get `NULL` and `true`.
 //! - `partition` is `fnv1a_64(aggregate_id) % partitions` ([`crate::partition`]).
 //! - `headers` is a JSON object of strings, `{}` when empty; `payload` is the contract.
 //! - `next_attempt_at` is set to the commit time, so a new row is claimable at once.
@@ -32,9 +39,11 @@
 //! whatever the number of published rows kept for auditing:
 //!
 //! - PostgreSQL and SQLite: partial indexes `WHERE status = 'pending'` on `(seq)`,
-//!   `(partition, seq)` and `(aggregate_type, aggregate_id, seq)`;
+//!   `(partition, seq)` and `(aggregate_type, aggregate_id, seq)`, and `(worker_key, seq)
+//!   WHERE status = 'pending' AND worker_key IS NOT NULL` for keyed relays (rows without a
+//!   worker key cost it nothing);
 //! - MariaDB (no partial indexes): the same indexes led by `status`, so pending rows form one
-//!   contiguous key range;
+//!   contiguous key range (`(status, worker_key, seq)` for keyed relays);
 //! - everywhere: a unique index on `message_id`.
 //!
 //! Index names are the table name plus a suffix (`_pending_seq_idx`, …), shortened with a
@@ -84,6 +93,12 @@ pub enum OutboxStatus {
     /// Given up on by an operator (`skip`, recorded in the operator log): never published,
     /// never blocks its aggregate.
     Skipped,
+    /// A row whose `retryable` flag is off failed once (job-queue mode, see
+    /// [`crate::job`]): never retried, never claimed again, never purged; the relay raised
+    /// its alert hook. Waits for a person (requeue or skip, both recorded). Holds back its
+    /// aggregate under [`DeadLetterPolicy::Block`](outbox_core::policy::DeadLetterPolicy::Block)
+    /// like a dead row.
+    Failed,
 }
 
 impl OutboxStatus {
@@ -94,6 +109,7 @@ impl OutboxStatus {
             Self::Published => "published",
             Self::Dead => "dead",
             Self::Skipped => "skipped",
+            Self::Failed => "failed",
         }
     }
 
@@ -104,6 +120,7 @@ impl OutboxStatus {
             "published" => Some(Self::Published),
             "dead" => Some(Self::Dead),
             "skipped" => Some(Self::Skipped),
+            "failed" => Some(Self::Failed),
             _ => None,
         }
     }
@@ -143,6 +160,8 @@ enum Kind {
     Id,
     Uuid,
     Key,
+    WorkerKey,
+    Bool,
     Status,
     Int,
     Text,
@@ -163,6 +182,10 @@ fn column(backend: DbBackend, name: &str, kind: Kind) -> ColumnDef {
         (DbBackend::MySql, Kind::Uuid) => custom(&mut def, "char(36)"),
         (DbBackend::Postgres | DbBackend::MySql, Kind::Key) => custom(&mut def, "varchar(255)"),
         (DbBackend::Postgres | DbBackend::MySql, Kind::Status) => custom(&mut def, "varchar(16)"),
+        (DbBackend::Postgres | DbBackend::MySql, Kind::WorkerKey) => {
+            custom(&mut def, "varchar(100)")
+        }
+        (_, Kind::Bool) => custom(&mut def, "boolean"),
         (DbBackend::MySql, Kind::Int) => custom(&mut def, "int"),
         (_, Kind::Int) => custom(&mut def, "integer"),
         (DbBackend::Postgres, Kind::Json) => custom(&mut def, "jsonb"),
@@ -224,6 +247,7 @@ fn outbox_statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
                 OutboxStatus::Published.as_str(),
                 OutboxStatus::Dead.as_str(),
                 OutboxStatus::Skipped.as_str(),
+                OutboxStatus::Failed.as_str(),
             ]));
             def
         })
@@ -235,7 +259,15 @@ fn outbox_statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
         .col(not_null(col(c.next_attempt_at, Kind::Timestamp)))
         .col(null(col(c.last_error, Kind::Text)))
         .col(null(col(c.published_at, Kind::Timestamp)))
-        .col(not_null(col(c.created_at, Kind::Timestamp)));
+        .col(not_null(col(c.created_at, Kind::Timestamp)))
+        // Job-queue columns (unreleased v0.1.0: added to the initial table rather than by a
+        // migration of their own).
+        .col(null(col(c.worker_key, Kind::WorkerKey)))
+        .col({
+            let mut def = not_null(col(c.retryable, Kind::Bool));
+            def.default(true);
+            def
+        });
     mysql_options(&mut table, backend);
 
     let unique = {
@@ -247,13 +279,15 @@ fn outbox_statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
             .unique();
         index
     };
-    let pending: [(&str, Vec<&str>); 3] = [
+    let pending: [(&str, Vec<&str>); 4] = [
         ("pending_seq_idx", vec![c.seq]),
         ("pending_partition_idx", vec![c.partition, c.seq]),
         (
             "pending_aggregate_idx",
             vec![c.aggregate_type, c.aggregate_id, c.seq],
         ),
+        // Keyed relays: the claim's cost follows the pending rows of their worker keys.
+        ("pending_worker_key_idx", vec![c.worker_key, c.seq]),
     ];
     let mut indexes = vec![unique];
     for (suffix, columns) in pending {
@@ -264,6 +298,10 @@ fn outbox_statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
             index.col(Alias::new(c.status));
         } else {
             index.and_where(Expr::col(Alias::new(c.status)).eq(OutboxStatus::Pending.as_str()));
+            if suffix == "pending_worker_key_idx" {
+                // Rows without a worker key (broker relays) cost this index nothing.
+                index.and_where(Expr::col(Alias::new(c.worker_key)).is_not_null());
+            }
         }
         for column in columns {
             index.col(Alias::new(column));
@@ -451,6 +489,7 @@ mod tests {
             OutboxStatus::Published,
             OutboxStatus::Dead,
             OutboxStatus::Skipped,
+            OutboxStatus::Failed,
         ] {
             assert_eq!(OutboxStatus::parse(status.as_str()), Some(status));
         }
@@ -478,7 +517,10 @@ mod tests {
             r#""message_id" uuid NOT NULL"#,
             r#""payload" jsonb NOT NULL"#,
             r#""occurred_at" timestamptz NOT NULL"#,
-            r#"CHECK ("status" IN ('pending', 'published', 'dead', 'skipped'))"#,
+            r#"CHECK ("status" IN ('pending', 'published', 'dead', 'skipped', 'failed'))"#,
+            r#""worker_key" varchar(100) NULL"#,
+            r#""retryable" boolean NOT NULL DEFAULT TRUE"#,
+            r#"CREATE INDEX IF NOT EXISTS "outbox_pending_worker_key_idx" ON "outbox" ("worker_key", "seq") WHERE "status" = 'pending' AND "worker_key" IS NOT NULL"#,
             r#"CREATE UNIQUE INDEX IF NOT EXISTS "outbox_message_id_key" ON "outbox" ("message_id")"#,
             r#"CREATE INDEX IF NOT EXISTS "outbox_pending_partition_idx" ON "outbox" ("partition", "seq") WHERE "status" = 'pending'"#,
             r#"CONSTRAINT "inbox_pkey" PRIMARY KEY ("message_id", "consumer")"#,
@@ -494,6 +536,9 @@ mod tests {
             "`payload` json NOT NULL",
             "`occurred_at` datetime(6) NOT NULL",
             "KEY `outbox_pending_aggregate_idx` (`status`, `aggregate_type`, `aggregate_id`, `seq`)",
+            "KEY `outbox_pending_worker_key_idx` (`status`, `worker_key`, `seq`)",
+            "`worker_key` varchar(100) NULL",
+            "`retryable` boolean NOT NULL DEFAULT TRUE",
             "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
         ] {
             assert!(mysql.contains(fragment), "{fragment}\n{mysql}");

@@ -36,7 +36,8 @@
 //! | aggregate id | `aggregate_id` | `aggregateid` |
 //! | payload | `payload` | `payload` |
 //!
-//! Every other column keeps its standard name. The connector configuration for the
+//! Every other column keeps its standard name (`worker_key` and `retryable`, the job-queue
+//! columns, included: the Outbox Event Router ignores them). The connector configuration for the
 //! Debezium naming (PostgreSQL, table `public.outbox`) is then:
 //!
 //! ```properties
@@ -284,7 +285,7 @@ pub struct OutboxColumns {
     pub occurred_at: &'static str,
     /// The contract as JSON.
     pub payload: &'static str,
-    /// `pending`, `published` or `dead`.
+    /// `pending`, `published`, `dead`, `skipped` or `failed`.
     pub status: &'static str,
     /// Failed publication attempts so far.
     pub attempts: &'static str,
@@ -296,6 +297,12 @@ pub struct OutboxColumns {
     pub published_at: &'static str,
     /// When the row was written (the unit of work's clock at commit).
     pub created_at: &'static str,
+    /// Which keyed relays may claim the row (job-queue mode, see [`crate::job`]); `NULL`
+    /// for event types without a job entry.
+    pub worker_key: &'static str,
+    /// Whether a failed attempt may be retried; `false` sends the row to `failed` on its
+    /// first failure (see [`crate::job`]).
+    pub retryable: &'static str,
 }
 
 impl OutboxColumns {
@@ -320,6 +327,8 @@ impl OutboxColumns {
         last_error: "last_error",
         published_at: "published_at",
         created_at: "created_at",
+        worker_key: "worker_key",
+        retryable: "retryable",
     };
 
     /// The column names of `naming`.

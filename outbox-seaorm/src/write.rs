@@ -18,7 +18,7 @@ use crate::schema::{MAX_KEY_CHARS, OutboxStatus};
 
 /// Bind parameters per row: every column but `status` and `attempts`, which are literals
 /// (`'pending'`, `0`).
-const INSERT_COLUMNS: usize = 15;
+const INSERT_COLUMNS: usize = 17;
 /// Rough per-row overhead of the statement text and the protocol, in bytes.
 const ROW_OVERHEAD_BYTES: usize = 256;
 
@@ -112,6 +112,11 @@ pub(crate) fn prepare(
     check_length(&envelope, "event_type", &envelope.event_type)?;
     check_length(&envelope, "aggregate_type", &envelope.aggregate_type)?;
     check_length(&envelope, "aggregate_id", &envelope.aggregate_id)?;
+    // Job-queue columns, fixed at commit from the configuration (see `crate::job`).
+    let (worker_key, retryable) = match outbox.job(&envelope.event_type) {
+        Some(job) => (job.worker_key_ref().map(str::to_owned), job.is_retryable()),
+        None => (None, true),
+    };
     let bind = Binder(backend);
     let partition = partition_of(&envelope.aggregate_id, outbox.partitions());
     let Envelope {
@@ -163,6 +168,8 @@ pub(crate) fn prepare(
         // next_attempt_at: a new row is due at once.
         created_at.clone(),
         created_at,
+        Value::String(worker_key),
+        Value::Bool(Some(retryable)),
     ];
     debug_assert_eq!(values.len(), INSERT_COLUMNS);
     Ok(PreparedRow { values, bytes })
@@ -264,6 +271,8 @@ fn insert_prefix(backend: DbBackend, outbox: &Outbox) -> String {
         c.payload,
         c.next_attempt_at,
         c.created_at,
+        c.worker_key,
+        c.retryable,
         c.status,
         c.attempts,
     ]
@@ -401,8 +410,8 @@ mod tests {
 
     #[test]
     fn respects_bind_parameter_limits() {
-        assert_eq!(rows_per_chunk(DbBackend::Postgres, 1_000_000), 65_535 / 15);
-        assert_eq!(rows_per_chunk(DbBackend::Sqlite, 1_000_000), 32_766 / 15);
+        assert_eq!(rows_per_chunk(DbBackend::Postgres, 1_000_000), 65_535 / 17);
+        assert_eq!(rows_per_chunk(DbBackend::Sqlite, 1_000_000), 32_766 / 17);
         assert_eq!(rows_per_chunk(DbBackend::MySql, 10), 10);
         assert!(rows_per_chunk(DbBackend::Postgres, 1_000_000) * INSERT_COLUMNS <= 65_535);
     }
@@ -433,15 +442,16 @@ mod tests {
             "INSERT INTO \"outbox\" (\"message_id\", \"event_type\", \"version\", \
              \"aggregate_type\", \"aggregate_id\", \"partition\", \"correlation_id\", \
              \"causation_id\", \"traceparent\", \"tracestate\", \"headers\", \"occurred_at\", \
-             \"payload\", \"next_attempt_at\", \"created_at\", \"status\", \"attempts\") VALUES \
+             \"payload\", \"next_attempt_at\", \"created_at\", \"worker_key\", \"retryable\", \
+             \"status\", \"attempts\") VALUES \
              ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, CAST($11 AS jsonb), $12, \
-             CAST($13 AS jsonb), $14, $15, 'pending', 0)"
+             CAST($13 AS jsonb), $14, $15, $16, $17, 'pending', 0)"
         );
         let two = sql.text(DbBackend::Postgres, &outbox, 2);
         assert!(two.starts_with(&one));
         assert!(two.ends_with(
-            ", ($16, $17, $18, $19, $20, $21, $22, $23, $24, $25, CAST($26 AS jsonb), $27, \
-             CAST($28 AS jsonb), $29, $30, 'pending', 0)"
+            ", ($18, $19, $20, $21, $22, $23, $24, $25, $26, $27, CAST($28 AS jsonb), $29, \
+             CAST($30 AS jsonb), $31, $32, $33, $34, 'pending', 0)"
         ));
         let mysql = sql.text(DbBackend::MySql, &outbox, 2);
         assert!(mysql.starts_with("INSERT INTO `outbox` (`message_id`, "));

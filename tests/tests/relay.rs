@@ -897,6 +897,10 @@ async fn pipelined_relay_claims_the_next_batch_while_publishing(db: &TestDb) {
     broker.pause();
     let mut relay = relay(db, &outbox, &broker, "relay-1")
         .batch_size(4)
+        // The broker stays paused while the test looks at the locks: no timeout meanwhile
+        // (and a lease that outlives it).
+        .lease_ttl(Duration::from_secs(150))
+        .publish_timeout(Duration::from_secs(60))
         .build()
         .unwrap();
     let draining = tokio::spawn(async move { relay.drain().await });

@@ -342,7 +342,7 @@ impl Inner {
         if renew || producer.client().fatal_error().is_some() {
             self.replace(&producer);
         }
-        stop_after_failures(batch, &mut outcomes);
+        outbox_core::publish::stop_after_failures(batch, &mut outcomes);
         Ok(outcomes)
     }
 }
@@ -412,24 +412,6 @@ fn classify(error: &RdKafkaError, topic: &str) -> PublishError {
     PublishError::new(kind, message)
 }
 
-/// Per-aggregate order within a pipelined batch: after an aggregate's first failure, its
-/// later messages are reported `not attempted` even when the broker accepted them, so the
-/// relay republishes them after the failed one (the inbox skips the duplicates).
-fn stop_after_failures(batch: &[Envelope], outcomes: &mut [MessageOutcome]) {
-    let mut failed: HashSet<(&str, &str)> = HashSet::new();
-    for (envelope, outcome) in batch.iter().zip(outcomes.iter_mut()) {
-        let key = (
-            envelope.aggregate_type.as_str(),
-            envelope.aggregate_id.as_str(),
-        );
-        if failed.contains(&key) {
-            *outcome = Err(PublishError::not_attempted());
-        } else if outcome.is_err() {
-            failed.insert(key);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use outbox_core::IntegrationEvent;
@@ -486,7 +468,7 @@ mod tests {
             Err(PublishError::unavailable("down")),
             Ok(()),
         ];
-        stop_after_failures(&batch, &mut outcomes);
+        outbox_core::publish::stop_after_failures(&batch, &mut outcomes);
         let kinds: Vec<Option<PublishErrorKind>> = outcomes
             .iter()
             .map(|o| o.as_ref().err().map(PublishError::kind))

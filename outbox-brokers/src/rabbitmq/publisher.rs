@@ -453,7 +453,7 @@ impl Inner {
         if reconnect {
             self.invalidate(generation).await;
         }
-        stop_after_failures(batch, &mut outcomes);
+        outbox_core::publish::stop_after_failures(batch, &mut outcomes);
         Ok(outcomes)
     }
 }
@@ -477,23 +477,5 @@ fn confirmed(confirmation: Confirmation, exchange: &str) -> MessageOutcome {
         Confirmation::NotRequested => Err(PublishError::unavailable(
             "RabbitMQ: the channel is not in confirm mode",
         )),
-    }
-}
-
-/// Per-aggregate order within a pipelined batch: after an aggregate's first failure, its
-/// later messages are reported `not attempted` even when the broker accepted them, so the
-/// relay republishes them after the failed one (the inbox skips the duplicates).
-fn stop_after_failures(batch: &[Envelope], outcomes: &mut [MessageOutcome]) {
-    let mut failed: HashSet<(&str, &str)> = HashSet::new();
-    for (envelope, outcome) in batch.iter().zip(outcomes.iter_mut()) {
-        let key = (
-            envelope.aggregate_type.as_str(),
-            envelope.aggregate_id.as_str(),
-        );
-        if failed.contains(&key) {
-            *outcome = Err(PublishError::not_attempted());
-        } else if outcome.is_err() {
-            failed.insert(key);
-        }
     }
 }

@@ -1,7 +1,9 @@
 //! [`RelayConfig`]: every setting of a relay, with its documented default.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
+use outbox_core::name::{WorkerKeyError, check_worker_key};
 use outbox_core::policy::{Backoff, DeadLetterPolicy, Ordering};
 
 /// Default rows per batch.
@@ -40,6 +42,7 @@ pub const DEFAULT_PURGE_BATCH: usize = 1_000;
 /// | instance id | `relay-<UUIDv7>` |
 /// | pipelining | on (PostgreSQL and MariaDB, when the pool allows 2 connections more than the listener): the database work of one batch overlaps the publishing of the next |
 /// | head-of-aggregate check | off; on with the fast path |
+/// | worker keys | none: every row is claimable, keyed or not (see [`crate::job`]) |
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RelayConfig {
@@ -80,6 +83,9 @@ pub struct RelayConfig {
     /// published, the previous one is marked and committed and the next one is claimed, on
     /// a second connection (see [`RelayBuilder::pipeline`](super::RelayBuilder::pipeline)).
     pub pipeline: bool,
+    /// Job-queue mode: claim only rows whose `worker_key` is one of these (`None`: every
+    /// row). See [`crate::job`].
+    pub worker_keys: Option<BTreeSet<String>>,
 }
 
 impl Default for RelayConfig {
@@ -101,6 +107,7 @@ impl Default for RelayConfig {
             instance_id: format!("relay-{}", uuid::Uuid::now_v7()),
             check_head: false,
             pipeline: true,
+            worker_keys: None,
         }
     }
 }
@@ -140,6 +147,17 @@ pub enum RelayConfigError {
         /// Its length.
         length: usize,
     },
+    /// A worker key breaks the worker-key grammar.
+    #[error("invalid worker key {key:?}: {reason}")]
+    WorkerKey {
+        /// The rejected key.
+        key: String,
+        /// Which rule it breaks.
+        reason: WorkerKeyError,
+    },
+    /// An empty set of worker keys: the relay would never claim anything.
+    #[error("a relay restricted to worker keys needs at least one key")]
+    NoWorkerKeys,
 }
 
 impl RelayConfig {
@@ -170,6 +188,17 @@ impl RelayConfig {
         let length = self.instance_id.chars().count();
         if length == 0 || length > 255 {
             return Err(RelayConfigError::InstanceId { length });
+        }
+        if let Some(keys) = &self.worker_keys {
+            if keys.is_empty() {
+                return Err(RelayConfigError::NoWorkerKeys);
+            }
+            for key in keys {
+                check_worker_key(key).map_err(|reason| RelayConfigError::WorkerKey {
+                    key: key.clone(),
+                    reason,
+                })?;
+            }
         }
         Ok(())
     }

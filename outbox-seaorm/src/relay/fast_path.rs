@@ -24,6 +24,10 @@
 //!    in the same transaction; a failed row is left untouched (no attempt counted) for the
 //!    relay, which retries it with its backoff.
 //!
+//! Rows whose `retryable` flag is off (job-queue mode, [`crate::job`]) are never published
+//! here: a failure of theirs must mark them `failed` and raise the relay's alert hook, which
+//! only the relay does. Neither are rows outside the relay's worker keys, when it has some.
+//!
 //! Run the relays with [`RelayBuilder::check_head`](super::RelayBuilder::check_head) on:
 //! a relay then also leaves a row whose earlier row the fast path holds.
 //!
@@ -160,16 +164,34 @@ impl<P: Publisher + 'static> FastPath<P> {
         conn: &C,
         rows: &[super::store::ClaimedRow],
     ) -> Result<HashSet<i64>, RelayError> {
+        // Left to the relay: non-retryable rows, and rows of other worker keys.
+        let mut held: HashSet<i64> = rows
+            .iter()
+            .filter(|row| {
+                !row.retryable
+                    || self.config.worker_keys.as_ref().is_some_and(|keys| {
+                        row.worker_key
+                            .as_ref()
+                            .is_none_or(|key| !keys.contains(key))
+                    })
+            })
+            .map(|row| row.seq)
+            .collect();
         if self.config.ordering != outbox_core::policy::Ordering::PerAggregate {
-            return Ok(HashSet::new());
+            return Ok(held);
         }
         let seqs: Vec<i64> = rows.iter().map(|row| row.seq).collect();
-        Ok(self
-            .store
-            .not_at_head(conn, &seqs, self.config.dead_letter_policy)
-            .await?
-            .into_iter()
-            .collect())
+        held.extend(
+            self.store
+                .not_at_head(
+                    conn,
+                    &seqs,
+                    self.config.dead_letter_policy,
+                    self.config.worker_keys.is_some(),
+                )
+                .await?,
+        );
+        Ok(held)
     }
 
     /// The relay's decisions, keeping only the successes: failures stay for the relay.

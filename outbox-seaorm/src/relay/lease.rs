@@ -10,6 +10,17 @@ pub(crate) const OUTBOX_CLEANUP_LEASE: &str = "cleanup/outbox";
 pub(crate) const INBOX_CLEANUP_LEASE: &str = "cleanup/inbox";
 
 const PARTITION_PREFIX: &str = "partition/";
+const WORKER_PREFIX: &str = "worker/";
+
+/// The lease of worker key `key` (job-queue mode): held by one keyed relay at a time.
+pub(crate) fn worker_lease(key: &str) -> String {
+    format!("{WORKER_PREFIX}{key}")
+}
+
+/// The worker key of a worker lease.
+pub(crate) fn lease_worker_key(name: &str) -> Option<&str> {
+    name.strip_prefix(WORKER_PREFIX)
+}
 
 /// The lease of partition `p`.
 pub(crate) fn partition_lease(partition: u32) -> String {
@@ -51,6 +62,12 @@ mod tests {
         assert_eq!(lease_partition(&partition_lease(17)), Some(17));
         assert_eq!(lease_partition(RELAY_LEASE), None);
         assert_eq!(lease_partition("partition/x"), None);
+        assert_eq!(
+            lease_worker_key(&worker_lease("payments")),
+            Some("payments")
+        );
+        assert_eq!(lease_worker_key(&partition_lease(3)), None);
+        assert_eq!(lease_partition(&worker_lease("7")), None);
     }
 
     #[test]

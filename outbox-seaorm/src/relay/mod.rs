@@ -67,8 +67,9 @@
 //!            AND b.aggregate_type = o.aggregate_type AND b.aggregate_id = o.aggregate_id
 //!            AND b.seq < o.seq AND b.attempts > 0
 //!            AND b.next_attempt_at > :now)                          -- PerAggregate
-//!      AND NOT EXISTS (SELECT 1 FROM outbox d WHERE d.status = 'dead'
+//!      AND NOT EXISTS (SELECT 1 FROM outbox d WHERE d.status IN ('dead', 'failed')
 //!            AND <same aggregate> AND d.seq < o.seq)                 -- PerAggregate + Block
+//!      AND o.worker_key IN (<keys>)                                  -- keyed relays
 //!    ORDER BY o.seq LIMIT :batch_size
 //!    FOR UPDATE SKIP LOCKED                                          -- PostgreSQL, MariaDB
 //!    ```
@@ -128,10 +129,19 @@
 //! polls right after reconnecting (notifications sent meanwhile are lost: polling stays the
 //! authority). [`Relay::waker`] wakes it from the same process on any backend.
 //!
+//! # Job-queue mode
+//!
+//! With a [`JobDispatcher`](crate::job::JobDispatcher) as its publisher the relay runs
+//! each row as a local job. [`RelayBuilder::worker_keys`] restricts a relay to the rows of
+//! some worker keys (each key a lease held by one relay at a time); a row whose `retryable`
+//! flag is off goes `failed` on its first failed attempt and raises the
+//! [`RelayBuilder::alert_hook`] once. See [`crate::job`].
+//!
 //! [`Publisher::publish`]: outbox_core::Publisher::publish
 
 pub mod config;
 pub mod fast_path;
+mod jobs;
 pub(crate) mod lease;
 mod listener;
 mod pipeline;
@@ -160,9 +170,10 @@ pub use fast_path::{FastPath, FastPathReport};
 pub use tables::RelayTables;
 
 use crate::config::Outbox;
+use crate::job::{AlertHook, SharedAlertHook};
 use crate::ops::Operations;
 use lease::{OUTBOX_CLEANUP_LEASE, RELAY_LEASE, lease_partition, owner_of, partition_lease};
-use store::{Claim, ClaimedRow, Store};
+use store::{AfterFailure, Claim, ClaimedRow, Store};
 
 /// Why a relay operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -185,6 +196,8 @@ pub struct BatchReport {
     pub retried: usize,
     /// Rows moved to `dead`.
     pub dead_lettered: usize,
+    /// Rows moved to `failed` (not retryable, see [`crate::job`]).
+    pub failed: usize,
     /// Claimed rows left untouched (behind a failed row of their aggregate, or not at the
     /// head of their aggregate).
     pub deferred: usize,
@@ -193,7 +206,7 @@ pub struct BatchReport {
 impl BatchReport {
     /// Whether the batch changed any row.
     pub fn made_progress(&self) -> bool {
-        self.published + self.retried + self.dead_lettered > 0
+        self.published + self.retried + self.dead_lettered + self.failed > 0
     }
 }
 
@@ -209,6 +222,8 @@ pub struct RelayReport {
     pub retried: usize,
     /// Rows dead-lettered.
     pub dead_lettered: usize,
+    /// Rows marked `failed` (not retryable, see [`crate::job`]).
+    pub failed: usize,
     /// Batches that failed on a database error (run only; they are retried).
     pub errors: usize,
 }
@@ -219,6 +234,7 @@ impl RelayReport {
         self.published += batch.published;
         self.retried += batch.retried;
         self.dead_lettered += batch.dead_lettered;
+        self.failed += batch.failed;
     }
 
     fn merge(&mut self, other: &RelayReport) {
@@ -226,6 +242,7 @@ impl RelayReport {
         self.published += other.published;
         self.retried += other.retried;
         self.dead_lettered += other.dead_lettered;
+        self.failed += other.failed;
         self.errors += other.errors;
     }
 }
@@ -249,6 +266,7 @@ pub struct RelayBuilder<P> {
     outbox: Outbox,
     publisher: P,
     config: RelayConfig,
+    alert_hook: Option<SharedAlertHook>,
 }
 
 impl<P> std::fmt::Debug for RelayBuilder<P> {
@@ -372,6 +390,27 @@ impl<P: Publisher + 'static> RelayBuilder<P> {
         self
     }
 
+    /// Job-queue mode: claim only rows whose worker key is one of `keys` (default: every
+    /// row, keyed or not). Rows without a worker key are never claimed by such a relay.
+    /// Each key is a lease held by one relay at a time (see [`crate::job`]). Validated by
+    /// [`build`](Self::build).
+    pub fn worker_keys<I, K>(mut self, keys: I) -> Self
+    where
+        I: IntoIterator<Item = K>,
+        K: Into<String>,
+    {
+        self.config.worker_keys = Some(keys.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Called once per row marked `failed` (its `retryable` flag is off and an attempt
+    /// failed), after the mark is committed (default: none; the failure is still logged and
+    /// counted). See [`crate::job`].
+    pub fn alert_hook(mut self, hook: impl AlertHook) -> Self {
+        self.alert_hook = Some(SharedAlertHook(Arc::new(hook)));
+        self
+    }
+
     /// Replaces every setting.
     pub fn config(mut self, config: RelayConfig) -> Self {
         self.config = config;
@@ -386,9 +425,12 @@ impl<P: Publisher + 'static> RelayBuilder<P> {
         self.config.validate()?;
         let backend = self.db.get_database_backend();
         let store = Store::new(&self.outbox, backend);
-        let leases = match (backend, self.config.ordering) {
-            (DbBackend::Sqlite, _) => vec![RELAY_LEASE.to_owned()],
-            (_, Ordering::PerAggregate) => {
+        let leases = match (backend, self.config.ordering, &self.config.worker_keys) {
+            (DbBackend::Sqlite, _, Some(keys)) | (_, Ordering::PerAggregate, Some(keys)) => {
+                jobs::worker_leases(keys)
+            }
+            (DbBackend::Sqlite, _, None) => vec![RELAY_LEASE.to_owned()],
+            (_, Ordering::PerAggregate, None) => {
                 (0..self.outbox.partitions()).map(partition_lease).collect()
             }
             _ => Vec::new(),
@@ -402,6 +444,7 @@ impl<P: Publisher + 'static> RelayBuilder<P> {
             outbox: self.outbox,
             publisher: Arc::new(self.publisher),
             config: self.config,
+            alert_hook: self.alert_hook,
             store,
             leases: LeaseState {
                 keys: leases,
@@ -431,9 +474,11 @@ struct LeaseState {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LeaseReport {
-    /// Live relay instances, this one included.
+    /// Live relay instances, this one included: those without worker keys for a relay
+    /// without worker keys (they share partitions), every live instance for a keyed relay.
     pub live_instances: Vec<String>,
-    /// The leases this relay holds now (`partition/N`, or `relay` on SQLite).
+    /// The leases this relay holds now (`partition/N`, `relay` on SQLite, `worker/<key>`
+    /// for a relay with worker keys).
     pub owned: Vec<String>,
 }
 
@@ -443,6 +488,7 @@ pub struct Relay<P> {
     outbox: Outbox,
     publisher: Arc<P>,
     config: RelayConfig,
+    alert_hook: Option<SharedAlertHook>,
     store: Store,
     leases: LeaseState,
     wake: Arc<Notify>,
@@ -480,6 +526,11 @@ pub(crate) enum Mark {
         attempts: i32,
         error: String,
     },
+    /// Not retryable and failed: `failed`, alert raised after the commit.
+    Failed {
+        attempts: i32,
+        error: PublishError,
+    },
     Untouched,
 }
 
@@ -495,6 +546,7 @@ impl<P: Publisher + 'static> Relay<P> {
             outbox,
             publisher,
             config: RelayConfig::default(),
+            alert_hook: None,
         }
     }
 
@@ -566,12 +618,23 @@ impl<P: Publisher + 'static> Relay<P> {
         let now = self.now();
         let ttl = to_delta(self.config.lease_ttl);
         let me = self.config.instance_id.clone();
+        let worker_keys = self.worker_keys_label();
         self.store
-            .heartbeat(&self.db, &me, &self.description(), now, now + ttl)
+            .heartbeat(
+                &self.db,
+                &me,
+                &self.description(),
+                worker_keys.as_deref(),
+                now,
+                now + ttl,
+            )
             .await?;
         metrics::gauge!(metric::RELAY_HEARTBEAT, self.labels.clone())
             .set(now.timestamp_millis() as f64 / 1000.0);
-        let mut live = self.store.live_instances(&self.db, now).await?;
+        let mut live = self
+            .store
+            .live_instances(&self.db, now, !self.keyed())
+            .await?;
         if !live.contains(&me) {
             live.push(me.clone());
             live.sort();
@@ -588,7 +651,9 @@ impl<P: Publisher + 'static> Relay<P> {
                 .keys
                 .iter()
                 .cloned()
-                .partition(|key| owner_of(key, &live) == Some(me.as_str()));
+                // Worker-key leases are taken by whoever is first (a standby waits);
+                // partitions are spread by rendezvous hashing.
+                .partition(|key| self.keyed() || owner_of(key, &live) == Some(me.as_str()));
             self.store
                 .release(&self.db, &me, Some(&undesired), now)
                 .await?;
@@ -693,23 +758,32 @@ impl<P: Publisher + 'static> Relay<P> {
             (self.store.backend() == DbBackend::MySql).then_some(IsolationLevel::ReadCommitted);
         let txn = self.db.begin_with_config(isolation, None).await?;
         let now = self.now();
-        let partitions = if self.leased() {
-            let owned = self
-                .store
+        let owned = if self.leased() {
+            self.store
                 .owned(&txn, &self.config.instance_id, now, true)
-                .await?;
+                .await?
+        } else {
+            Vec::new()
+        };
+        let keys = self.claimable_keys(&owned);
+        let partitions = if self.leased() && !self.keyed() {
             let partitions: Vec<i32> = owned.iter().filter_map(|n| lease_partition(n)).collect();
-            if partitions.is_empty() {
-                txn.commit().await?;
-                return Ok(None);
-            }
             Some(partitions)
         } else {
             None
         };
+        if partitions.as_ref().is_some_and(Vec::is_empty)
+            || keys.as_ref().is_some_and(Vec::is_empty)
+        {
+            txn.commit().await?;
+            return Ok(None);
+        }
         let rows = self
             .store
-            .claim(&txn, self.claim(now, partitions.as_deref()))
+            .claim(
+                &txn,
+                self.claim(now, partitions.as_deref(), keys.as_deref()),
+            )
             .await?;
         if rows.is_empty() {
             txn.commit().await?;
@@ -727,6 +801,9 @@ impl<P: Publisher + 'static> Relay<P> {
         let report = self.apply(&batch.txn, &batch.rows, marks).await?;
         batch.txn.commit().await?;
         self.count(&batch.rows, marks);
+        if report.failed > 0 {
+            self.raise_alerts(&batch.rows, marks).await;
+        }
         Ok(report)
     }
 
@@ -739,10 +816,18 @@ impl<P: Publisher + 'static> Relay<P> {
             .store
             .owned(&self.db, &self.config.instance_id, now + margin, false)
             .await?;
-        if !owned.iter().any(|name| name == RELAY_LEASE) {
+        let keys = self.claimable_keys(&owned);
+        let may_claim = match &keys {
+            Some(keys) => !keys.is_empty(),
+            None => owned.iter().any(|name| name == RELAY_LEASE),
+        };
+        if !may_claim {
             return Ok(BatchReport::default());
         }
-        let mut rows = self.store.claim(&self.db, self.claim(now, None)).await?;
+        let mut rows = self
+            .store
+            .claim(&self.db, self.claim(now, None, keys.as_deref()))
+            .await?;
         if rows.is_empty() {
             return Ok(BatchReport::default());
         }
@@ -752,10 +837,18 @@ impl<P: Publisher + 'static> Relay<P> {
         let report = self.apply(&txn, &rows, &marks).await?;
         txn.commit().await?;
         self.count(&rows, &marks);
+        if report.failed > 0 {
+            self.raise_alerts(&rows, &marks).await;
+        }
         Ok(report)
     }
 
-    fn claim<'a>(&self, now: DateTime<Utc>, partitions: Option<&'a [i32]>) -> Claim<'a> {
+    fn claim<'a>(
+        &self,
+        now: DateTime<Utc>,
+        partitions: Option<&'a [i32]>,
+        worker_keys: Option<&'a [String]>,
+    ) -> Claim<'a> {
         Claim {
             now,
             partitions,
@@ -763,6 +856,7 @@ impl<P: Publisher + 'static> Relay<P> {
             ordered: self.config.ordering == Ordering::PerAggregate,
             dead_letters: self.config.dead_letter_policy,
             lock: true,
+            worker_keys,
         }
     }
 
@@ -777,7 +871,7 @@ impl<P: Publisher + 'static> Relay<P> {
         let seqs: Vec<i64> = rows.iter().map(|row| row.seq).collect();
         Ok(self
             .store
-            .not_at_head(conn, &seqs, self.config.dead_letter_policy)
+            .not_at_head(conn, &seqs, self.config.dead_letter_policy, self.keyed())
             .await?
             .into_iter()
             .collect())
@@ -814,7 +908,12 @@ impl<P: Publisher + 'static> Relay<P> {
             loop {
                 let run = self.run_pipelined(pipeline::Until::Drained, None).await?;
                 total.merge(&run.total);
-                if run.total.published + run.total.retried + run.total.dead_lettered == 0 {
+                if run.total.published
+                    + run.total.retried
+                    + run.total.dead_lettered
+                    + run.total.failed
+                    == 0
+                {
                     return Ok(total);
                 }
             }
@@ -1069,6 +1168,22 @@ pub(crate) async fn decide<P: Publisher + ?Sized>(
         let _entered = span.enter();
         let behind_failure = ordered && !stopped.is_empty() && stopped.contains(&key);
         let mark = match outcome {
+            // A row that must not run twice automatically: any attempted failure is final,
+            // whatever its class (a timeout may mean it happened).
+            Err(error) if !row.retryable && error.kind() != PublishErrorKind::NotAttempted => {
+                let attempts = row.attempts.saturating_add(1);
+                tracing::error!(
+                    seq = row.seq,
+                    %message_id,
+                    attempts,
+                    %error,
+                    "non-retryable outbox row failed: marked failed, never retried"
+                );
+                if ordered && block {
+                    stopped.insert(key);
+                }
+                Mark::Failed { attempts, error }
+            }
             Ok(()) => {
                 if behind_failure {
                     tracing::warn!(
@@ -1123,6 +1238,7 @@ pub(crate) async fn decide<P: Publisher + ?Sized>(
                 Mark::Published => "published",
                 Mark::Retry { .. } => "retry",
                 Mark::Dead { .. } => "dead",
+                Mark::Failed { .. } => "failed",
                 Mark::Untouched => "deferred",
             },
         );
@@ -1153,15 +1269,27 @@ pub(crate) async fn apply_marks<C: ConnectionTrait>(
                 error,
             } => {
                 store
-                    .mark_failed(conn, row.seq, *attempts, Some(*at), error)
+                    .mark_failed(conn, row.seq, *attempts, AfterFailure::RetryAt(*at), error)
                     .await?;
                 report.retried += 1;
             }
             Mark::Dead { attempts, error } => {
                 store
-                    .mark_failed(conn, row.seq, *attempts, None, error)
+                    .mark_failed(conn, row.seq, *attempts, AfterFailure::Dead, error)
                     .await?;
                 report.dead_lettered += 1;
+            }
+            Mark::Failed { attempts, error } => {
+                store
+                    .mark_failed(
+                        conn,
+                        row.seq,
+                        *attempts,
+                        AfterFailure::Failed,
+                        &error.to_string(),
+                    )
+                    .await?;
+                report.failed += 1;
             }
             Mark::Untouched => report.deferred += 1,
         }
@@ -1192,6 +1320,17 @@ pub(crate) fn count_marks(labels: &[metrics::Label], rows: &[ClaimedRow], marks:
                     row.event_type().to_owned(),
                 ));
                 metrics::counter!(metric::DEAD_LETTERED, dead).increment(1);
+            }
+            Mark::Failed { error, .. } => {
+                let mut failure = labels.to_vec();
+                failure.push(metrics::Label::new("class", error.class().as_str()));
+                metrics::counter!(metric::PUBLISH_FAILURES, failure).increment(1);
+                let mut failed = labels.to_vec();
+                failed.push(metrics::Label::new(
+                    "event_type",
+                    row.event_type().to_owned(),
+                ));
+                metrics::counter!(metric::FAILED, failed).increment(1);
             }
             Mark::Untouched => {}
         }

@@ -213,7 +213,7 @@ impl<P: Publisher + 'static> Relay<P> {
             .zip(marks)
             .filter(|(_, mark)| match mark {
                 Mark::Published => false,
-                Mark::Dead { .. } => block,
+                Mark::Dead { .. } | Mark::Failed { .. } => block,
                 Mark::Retry { .. } | Mark::Untouched => true,
             })
             .map(|(row, _)| {

@@ -209,6 +209,18 @@ pub(crate) fn read_i64(row: &QueryResult, column: &str) -> Result<i64, DbErr> {
     row.try_get::<i32>("", column).map(i64::from)
 }
 
+/// Reads a boolean column: `boolean` on PostgreSQL, `tinyint(1)` on MariaDB, 0 / 1 on
+/// SQLite (whose drivers may hand it back as an integer).
+pub(crate) fn read_bool(row: &QueryResult, pre: &str, column: &str) -> Result<bool, DbErr> {
+    if row.try_as_pg_row().is_some() {
+        return row.try_get::<bool>(pre, column);
+    }
+    if let Ok(value) = row.try_get::<bool>(pre, column) {
+        return Ok(value);
+    }
+    row.try_get::<i64>(pre, column).map(|value| value != 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,6 +25,10 @@ pub(crate) const MAX_ERROR_CHARS: usize = 2_000;
 pub(crate) struct ClaimedRow {
     pub(crate) seq: i64,
     pub(crate) attempts: i32,
+    /// The row's worker key (job-queue mode).
+    pub(crate) worker_key: Option<String>,
+    /// `false`: a failed attempt marks the row `failed` (job-queue mode).
+    pub(crate) retryable: bool,
     /// The envelope, or why it cannot be read. Lent to the publisher while it publishes
     /// (see [`super::decide`]).
     pub(crate) envelope: Result<Envelope, Unreadable>,
@@ -69,6 +73,21 @@ impl ClaimedRow {
     }
 }
 
+/// Statuses that hold back the later rows of their aggregate under
+/// [`DeadLetterPolicy::Block`]: rows the relay gave up on.
+pub(crate) const HOLDING: &[OutboxStatus] = &[OutboxStatus::Dead, OutboxStatus::Failed];
+
+/// What a failed attempt leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AfterFailure {
+    /// Stays `pending`, due again at this time.
+    RetryAt(DateTime<Utc>),
+    /// `dead`: too many attempts, or a permanent error.
+    Dead,
+    /// `failed`: not retryable (job-queue mode).
+    Failed,
+}
+
 /// What to claim.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Claim<'a> {
@@ -82,6 +101,9 @@ pub(crate) struct Claim<'a> {
     pub(crate) dead_letters: DeadLetterPolicy,
     /// `FOR UPDATE SKIP LOCKED` (PostgreSQL, MariaDB).
     pub(crate) lock: bool,
+    /// Job-queue mode: only rows with one of these worker keys (`None`: every row); the
+    /// per-aggregate conditions then look at rows of the same worker key only.
+    pub(crate) worker_keys: Option<&'a [String]>,
 }
 
 /// The relay's statements for one outbox on one backend.
@@ -115,8 +137,10 @@ impl PgColumn {
     const OCCURRED_AT: usize = 11;
     const PAYLOAD: usize = 12;
     const ATTEMPTS: usize = 13;
+    const WORKER_KEY: usize = 14;
+    const RETRYABLE: usize = 15;
 
-    fn names(outbox: &Outbox) -> [&'static str; 14] {
+    fn names(outbox: &Outbox) -> [&'static str; 16] {
         let c = outbox.columns();
         [
             c.seq,
@@ -133,11 +157,13 @@ impl PgColumn {
             c.occurred_at,
             c.payload,
             c.attempts,
+            c.worker_key,
+            c.retryable,
         ]
     }
 }
 
-fn standard_names(outbox: &Outbox) -> [(&'static str, &'static str); 20] {
+fn standard_names(outbox: &Outbox) -> [(&'static str, &'static str); 22] {
     let c = outbox.columns();
     [
         (c.seq, "seq"),
@@ -160,6 +186,8 @@ fn standard_names(outbox: &Outbox) -> [(&'static str, &'static str); 20] {
         (c.last_error, "last_error"),
         (c.published_at, "published_at"),
         (c.created_at, "created_at"),
+        (c.worker_key, "worker_key"),
+        (c.retryable, "retryable"),
     ]
 }
 
@@ -213,8 +241,16 @@ impl Store {
     }
 
     /// Appends `b.status IN ('<status>', …) AND b.aggregate_type = o.aggregate_type AND
-    /// b.aggregate_id = o.aggregate_id AND b.seq < o.seq` for alias `b`.
-    fn same_aggregate_before(&self, sql: &mut Sql, alias: &str, statuses: &[OutboxStatus]) {
+    /// b.aggregate_id = o.aggregate_id AND b.seq < o.seq` for alias `b`, and `AND
+    /// b.worker_key = o.worker_key` when `per_worker_key` (keyed relays keep the order of an
+    /// aggregate within a worker key).
+    fn same_aggregate_before(
+        &self,
+        sql: &mut Sql,
+        alias: &str,
+        statuses: &[OutboxStatus],
+        per_worker_key: bool,
+    ) {
         let c = self.outbox.columns();
         let q = |name: &str| quote(self.backend, name);
         // A single status as `=`, so that partial indexes `WHERE status = '…'` apply.
@@ -237,6 +273,9 @@ impl Store {
             ai = q(c.aggregate_id),
             seq = q(c.seq),
         ));
+        if per_worker_key {
+            sql.push(&format!(" AND {alias}.{wk} = o.{wk}", wk = q(c.worker_key)));
+        }
     }
 
     /// Claims up to `claim.limit` due pending rows in `seq` order.
@@ -248,8 +287,9 @@ impl Store {
     ///   AND NOT EXISTS (SELECT 1 FROM outbox b WHERE b.status = 'pending'
     ///         AND b.aggregate_type = o.aggregate_type AND b.aggregate_id = o.aggregate_id
     ///         AND b.seq < o.seq AND b.next_attempt_at > :now)        -- ordered
-    ///   AND NOT EXISTS (SELECT 1 FROM outbox d WHERE d.status = 'dead'
+    ///   AND NOT EXISTS (SELECT 1 FROM outbox d WHERE d.status IN ('dead', 'failed')
     ///         AND <same aggregate> AND d.seq < o.seq)                -- ordered + Block
+    ///   AND o.worker_key IN (<keys>)                                 -- keyed relays
     /// ORDER BY o.seq LIMIT :limit
     /// FOR UPDATE SKIP LOCKED                                         -- PostgreSQL, MariaDB
     /// ```
@@ -295,9 +335,15 @@ impl Store {
                 .int_list(partitions)
                 .push(")");
         }
+        let keyed = claim.worker_keys.is_some();
+        if let Some(keys) = claim.worker_keys {
+            sql.push(&format!(" AND o.{} IN (", q(c.worker_key)))
+                .string_list(keys)
+                .push(")");
+        }
         if claim.ordered {
             sql.push(&format!(" AND NOT EXISTS (SELECT 1 FROM {table} b WHERE "));
-            self.same_aggregate_before(sql, "b", &[OutboxStatus::Pending]);
+            self.same_aggregate_before(sql, "b", &[OutboxStatus::Pending], keyed);
             sql.push(&format!(
                 " AND b.{} > 0 AND b.{} > ",
                 q(c.attempts),
@@ -307,7 +353,7 @@ impl Store {
             .push(")");
             if claim.dead_letters == DeadLetterPolicy::Block {
                 sql.push(&format!(" AND NOT EXISTS (SELECT 1 FROM {table} d WHERE "));
-                self.same_aggregate_before(sql, "d", &[OutboxStatus::Dead]);
+                self.same_aggregate_before(sql, "d", HOLDING, keyed);
                 sql.push(")");
             }
         }
@@ -372,13 +418,15 @@ impl Store {
     }
 
     /// Rows of `seqs` that have an earlier pending row of their aggregate outside `seqs`
-    /// (held by someone else: the fast path or a relay), or an earlier dead row when
-    /// `dead_letters` is [`DeadLetterPolicy::Block`].
+    /// (held by someone else: the fast path or a relay), or an earlier dead or failed row
+    /// when `dead_letters` is [`DeadLetterPolicy::Block`]; only rows of the same worker key
+    /// count when `per_worker_key`.
     pub(crate) async fn not_at_head<C: ConnectionTrait>(
         &self,
         conn: &C,
         seqs: &[i64],
         dead_letters: DeadLetterPolicy,
+        per_worker_key: bool,
     ) -> Result<Vec<i64>, DbErr> {
         if seqs.is_empty() {
             return Ok(Vec::new());
@@ -394,10 +442,14 @@ impl Store {
         .seq_list(seqs)
         .push(&format!(") AND EXISTS (SELECT 1 FROM {table} b WHERE "));
         let statuses: &[OutboxStatus] = match dead_letters {
-            DeadLetterPolicy::Block => &[OutboxStatus::Pending, OutboxStatus::Dead],
+            DeadLetterPolicy::Block => &[
+                OutboxStatus::Pending,
+                OutboxStatus::Dead,
+                OutboxStatus::Failed,
+            ],
             _ => &[OutboxStatus::Pending],
         };
-        self.same_aggregate_before(&mut sql, "b", statuses);
+        self.same_aggregate_before(&mut sql, "b", statuses, per_worker_key);
         sql.push(&format!(" AND b.{} NOT IN (", q(c.seq)))
             .seq_list(seqs)
             .push("))");
@@ -465,14 +517,14 @@ impl Store {
         Ok(conn.execute_raw(sql.build()).await?.rows_affected())
     }
 
-    /// A failed attempt: `attempts`, `next_attempt_at`, `last_error`; `dead` instead of a
-    /// next attempt.
+    /// A failed attempt: `attempts`, `last_error`, and what happens next (see
+    /// [`AfterFailure`]).
     pub(crate) async fn mark_failed<C: ConnectionTrait>(
         &self,
         conn: &C,
         seq: i64,
         attempts: i32,
-        next_attempt_at: Option<DateTime<Utc>>,
+        next: AfterFailure,
         error: &str,
     ) -> Result<u64, DbErr> {
         let c = self.outbox.columns();
@@ -481,13 +533,16 @@ impl Store {
         sql.push("UPDATE ")
             .table(self.outbox.outbox_table())
             .push(" SET ");
-        match next_attempt_at {
-            Some(at) => {
+        match next {
+            AfterFailure::RetryAt(at) => {
                 sql.push(&format!("{} = ", q(c.next_attempt_at)))
                     .bind(self.ts(at));
             }
-            None => {
+            AfterFailure::Dead => {
                 sql.push(&format!("{} = 'dead'", q(c.status)));
+            }
+            AfterFailure::Failed => {
+                sql.push(&format!("{} = 'failed'", q(c.status)));
             }
         }
         sql.push(&format!(", {} = ", q(c.attempts)))
@@ -663,12 +718,14 @@ impl Store {
 
     // ---- instances -------------------------------------------------------------------
 
-    /// Registers or refreshes the instance `id`, live until `until`.
+    /// Registers or refreshes the instance `id`, live until `until`; `worker_keys` is its
+    /// comma-separated worker keys (`None` for a relay that claims every row).
     pub(crate) async fn heartbeat<C: ConnectionTrait>(
         &self,
         conn: &C,
         id: &str,
         description: &str,
+        worker_keys: Option<&str>,
         now: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> Result<(), DbErr> {
@@ -677,12 +734,13 @@ impl Store {
         sql.push("INSERT INTO ")
             .table(&self.tables.instances)
             .push(&format!(
-                " ({}, {}, {}, {}, {}) VALUES (",
+                " ({}, {}, {}, {}, {}, {}) VALUES (",
                 q("instance_id"),
                 q("description"),
                 q("started_at"),
                 q("heartbeat_at"),
-                q("expires_at")
+                q("expires_at"),
+                q("worker_keys")
             ));
         sql.bind(sql::text(id))
             .push(", ")
@@ -693,8 +751,10 @@ impl Store {
             .bind(self.ts(now))
             .push(", ")
             .bind(self.ts(until))
+            .push(", ")
+            .bind(sql::opt_text(worker_keys.map(str::to_owned)))
             .push(")");
-        let updates = ["description", "heartbeat_at", "expires_at"];
+        let updates = ["description", "heartbeat_at", "expires_at", "worker_keys"];
         if self.backend == DbBackend::MySql {
             let set: Vec<String> = updates
                 .iter()
@@ -716,19 +776,25 @@ impl Store {
         Ok(())
     }
 
-    /// Ids of the instances live at `now`, sorted.
+    /// Ids of the instances live at `now`, sorted: every one, or (`unkeyed_only`) those
+    /// without worker keys — the relays that share partitions and the SQLite relay lease
+    /// by rendezvous hashing (keyed relays never take those leases).
     pub(crate) async fn live_instances<C: ConnectionTrait>(
         &self,
         conn: &C,
         now: DateTime<Utc>,
+        unkeyed_only: bool,
     ) -> Result<Vec<String>, DbErr> {
         let q = |name: &str| quote(self.backend, name);
         let mut sql = self.sql();
         sql.push(&format!("SELECT {} AS id FROM ", q("instance_id")))
             .table(&self.tables.instances)
             .push(&format!(" WHERE {} > ", q("expires_at")))
-            .bind(self.ts(now))
-            .push(&format!(" ORDER BY {}", q("instance_id")));
+            .bind(self.ts(now));
+        if unkeyed_only {
+            sql.push(&format!(" AND {} IS NULL", q("worker_keys")));
+        }
+        sql.push(&format!(" ORDER BY {}", q("instance_id")));
         let rows = conn.query_all_raw(sql.build()).await?;
         rows.iter()
             .map(|row| row.try_get::<String>("", "id"))
@@ -834,6 +900,8 @@ impl RowDecoder {
         }
         let seq = sql::read_i64(row, "seq")?;
         let attempts = row.try_get("", "attempts")?;
+        let worker_key = row.try_get("", "worker_key")?;
+        let retryable = sql::read_bool(row, "", "retryable")?;
         let envelope = match OutboxRecord::from_query_result(row, "") {
             Ok(record) => Ok(record.envelope),
             Err(error) => Err(Unreadable {
@@ -846,6 +914,8 @@ impl RowDecoder {
         Ok(ClaimedRow {
             seq,
             attempts,
+            worker_key,
+            retryable,
             envelope,
         })
     }
@@ -853,6 +923,8 @@ impl RowDecoder {
     fn decode_pg(&mut self, row: &PgRow) -> Result<ClaimedRow, DbErr> {
         let seq: i64 = pg_get(row, PgColumn::SEQ)?;
         let attempts: i32 = pg_get(row, PgColumn::ATTEMPTS)?;
+        let worker_key: Option<String> = pg_text(row, PgColumn::WORKER_KEY)?;
+        let retryable: bool = pg_get(row, PgColumn::RETRYABLE)?;
         let event_type: String = pg_text(row, PgColumn::EVENT_TYPE)?;
         let aggregate_type: String = pg_text(row, PgColumn::AGGREGATE_TYPE)?;
         let aggregate_id: String = pg_text(row, PgColumn::AGGREGATE_ID)?;
@@ -862,6 +934,8 @@ impl RowDecoder {
         Ok(ClaimedRow {
             seq,
             attempts,
+            worker_key,
+            retryable,
             envelope,
         })
     }
@@ -1003,7 +1077,7 @@ mod tests {
         let store = Store::new(&outbox, DbBackend::Postgres);
         assert_eq!(
             store.select_list,
-            r#"o."seq", o."message_id", o."event_type", o."version", o."aggregate_type", o."aggregate_id", o."correlation_id", o."causation_id", o."traceparent", o."tracestate", o."headers", o."occurred_at", o."payload", o."attempts""#
+            r#"o."seq", o."message_id", o."event_type", o."version", o."aggregate_type", o."aggregate_id", o."correlation_id", o."causation_id", o."traceparent", o."tracestate", o."headers", o."occurred_at", o."payload", o."attempts", o."worker_key", o."retryable""#
         );
         let store = Store::new(&outbox, DbBackend::Sqlite);
         assert!(

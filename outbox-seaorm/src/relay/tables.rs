@@ -5,12 +5,13 @@
 //! | table (default name) | what it holds |
 //! |---|---|
 //! | `<outbox>_relay_leases` | one row per lease: `name` (`partition/17`, `relay`, `cleanup/outbox`, …), `owner` (a relay instance id or `NULL`), `token` (incremented on every change of owner: a fencing token), `acquired_at`, `expires_at` |
-//! | `<outbox>_relay_instances` | one row per live relay instance: `instance_id`, `description`, `started_at`, `heartbeat_at`, `expires_at` |
+//! | `<outbox>_relay_instances` | one row per live relay instance: `instance_id`, `description`, `started_at`, `heartbeat_at`, `expires_at`, `worker_keys` (comma-separated, `NULL` for a relay that claims every row; see [`crate::job`]) |
 //! | `<outbox>_operator_log` | one row per operator action (`requeue`, `skip`): the row's `seq`, `message_id` and `event_type`, `action`, `previous_status`, `actor`, `reason`, the row's `last_error` at that time, `at` |
 //!
 //! Plus, on PostgreSQL and SQLite, two small partial indexes on the outbox table that the
-//! per-aggregate claim query uses: `<outbox>_dead_aggregate_idx` on `(aggregate_type,
-//! aggregate_id, seq) WHERE status = 'dead'` (the
+//! per-aggregate claim query uses: `<outbox>_held_aggregate_idx` on `(aggregate_type,
+//! aggregate_id, seq) WHERE status IN ('dead', 'failed')` (rows the relay gave up on, which
+//! hold back their aggregate under the
 //! [`Block`](outbox_core::policy::DeadLetterPolicy::Block) policy) and
 //! `<outbox>_retrying_aggregate_idx` on the same columns `WHERE status = 'pending' AND
 //! attempts > 0` (rows in backoff). They hold only failed rows, so they cost the write
@@ -120,13 +121,15 @@ pub(crate) fn statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
         ),
         format!(
             "CREATE TABLE IF NOT EXISTS {} ({} {key} NOT NULL PRIMARY KEY, {} text NULL, \
-             {} {ts} NOT NULL, {} {ts} NOT NULL, {} {ts} NOT NULL){suffix}",
+             {} {ts} NOT NULL, {} {ts} NOT NULL, {} {ts} NOT NULL, {} text NULL){suffix}",
             quote_table(backend, &tables.instances),
             q("instance_id"),
             q("description"),
             q("started_at"),
             q("heartbeat_at"),
             q("expires_at"),
+            // Job-queue mode (unreleased v0.1.0: part of the initial table).
+            q("worker_keys"),
         ),
     ];
     let log_index = index_name(&tables.operator_log, "message_idx");
@@ -165,8 +168,8 @@ pub(crate) fn statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
         ));
         let c = outbox.columns();
         statements.push(format!(
-            "CREATE INDEX IF NOT EXISTS {} ON {} ({}, {}, {}) WHERE {} = 'dead'",
-            q(&index_name(outbox.outbox_table(), "dead_aggregate_idx")),
+            "CREATE INDEX IF NOT EXISTS {} ON {} ({}, {}, {}) WHERE {} IN ('dead', 'failed')",
+            q(&index_name(outbox.outbox_table(), "held_aggregate_idx")),
             quote_table(backend, outbox.outbox_table()),
             q(c.aggregate_type),
             q(c.aggregate_id),
@@ -223,7 +226,7 @@ mod tests {
         let postgres = statements(DbBackend::Postgres, &outbox).join(";\n");
         assert!(postgres.contains(r#"CREATE TABLE IF NOT EXISTS "outbox_relay_leases""#));
         assert!(postgres.contains(
-            r#"ON "outbox" ("aggregate_type", "aggregate_id", "seq") WHERE "status" = 'dead'"#
+            r#"ON "outbox" ("aggregate_type", "aggregate_id", "seq") WHERE "status" IN ('dead', 'failed')"#
         ));
         let mysql = statements(DbBackend::MySql, &outbox).join(";\n");
         assert!(mysql.contains("`expires_at` datetime(6) NOT NULL"));

@@ -1,0 +1,227 @@
+//! The relay's side of job-queue mode ([`crate::job`]): worker-key leases and claims, and
+//! the alert hook of `failed` rows.
+//!
+//! A keyed relay (one with [`RelayConfig::worker_keys`](super::RelayConfig)) competes for
+//! the lease `worker/<key>` of each of its keys whenever it holds leases at all (with
+//! [`Ordering::PerAggregate`](outbox_core::policy::Ordering), and always on SQLite). Unlike
+//! partition leases these are not spread by rendezvous hashing: a keyed relay takes every
+//! key lease that is free or expired and keeps it while it heartbeats, so a second relay
+//! with the same key is a standby that takes over within a lease TTL of the first one
+//! stopping. A relay then claims the rows of the keys it holds, in the same batch
+//! transaction that share-locks those leases.
+//!
+//! Keyed relays register their keys in the instance table (`worker_keys`), so that the
+//! relays without worker keys spread partitions among themselves only.
+
+use std::collections::BTreeSet;
+
+use outbox_core::publish::Publisher;
+
+use super::Relay;
+use super::lease::{lease_worker_key, worker_lease};
+use super::{ClaimedRow, Mark};
+use crate::job::{FailedJob, raise_alert};
+
+/// The lease of each worker key.
+pub(super) fn worker_leases(keys: &BTreeSet<String>) -> Vec<String> {
+    keys.iter().map(|key| worker_lease(key)).collect()
+}
+
+/// The worker keys of the worker leases among `owned`.
+pub(super) fn owned_worker_keys(owned: &[String]) -> Vec<String> {
+    owned
+        .iter()
+        .filter_map(|name| lease_worker_key(name))
+        .map(str::to_owned)
+        .collect()
+}
+
+impl<P: Publisher + 'static> Relay<P> {
+    /// Whether this relay claims only rows of its worker keys.
+    pub(super) fn keyed(&self) -> bool {
+        self.config.worker_keys.is_some()
+    }
+
+    /// Its worker keys, comma-separated, for the instance table (`None`: every row).
+    pub(super) fn worker_keys_label(&self) -> Option<String> {
+        self.config
+            .worker_keys
+            .as_ref()
+            .map(|keys| keys.iter().cloned().collect::<Vec<_>>().join(","))
+    }
+
+    /// The worker keys to claim in a batch, from the leases held for it: `None` for a relay
+    /// without worker keys; its keys whose lease it holds when leased; all of its keys
+    /// otherwise (unordered on PostgreSQL / MariaDB: `SKIP LOCKED` shares the rows).
+    pub(super) fn claimable_keys(&self, owned: &[String]) -> Option<Vec<String>> {
+        let keys = self.config.worker_keys.as_ref()?;
+        Some(if self.leased() {
+            owned_worker_keys(owned)
+        } else {
+            keys.iter().cloned().collect()
+        })
+    }
+
+    /// Calls the alert hook once for every row of the batch marked `failed`, after the marks
+    /// were committed; logs when no hook is configured.
+    pub(super) async fn raise_alerts(&self, rows: &[ClaimedRow], marks: &[Mark]) {
+        for (row, mark) in rows.iter().zip(marks) {
+            let Mark::Failed { attempts, error } = mark else {
+                continue;
+            };
+            let Ok(envelope) = &row.envelope else {
+                continue;
+            };
+            let Some(hook) = &self.alert_hook else {
+                tracing::warn!(
+                    message_id = %envelope.message_id,
+                    seq = row.seq,
+                    "a non-retryable row failed and the relay has no alert hook"
+                );
+                continue;
+            };
+            let job = FailedJob {
+                seq: row.seq,
+                envelope: envelope.clone(),
+                worker_key: row.worker_key.clone(),
+                attempts: *attempts,
+                error: error.clone(),
+                failed_at: self.now(),
+                relay: self.config.instance_id.clone(),
+            };
+            raise_alert(hook.0.as_ref(), job).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+    use std::sync::{Arc, Mutex};
+
+    use outbox_core::PublishError;
+    use outbox_core::metric;
+
+    /// Counters by `name{labels}`.
+    #[derive(Default)]
+    struct Counters(Mutex<BTreeMap<String, Arc<AtomicU64>>>);
+
+    impl metrics::Recorder for Counters {
+        fn describe_counter(
+            &self,
+            _: metrics::KeyName,
+            _: Option<metrics::Unit>,
+            _: metrics::SharedString,
+        ) {
+        }
+        fn describe_gauge(
+            &self,
+            _: metrics::KeyName,
+            _: Option<metrics::Unit>,
+            _: metrics::SharedString,
+        ) {
+        }
+        fn describe_histogram(
+            &self,
+            _: metrics::KeyName,
+            _: Option<metrics::Unit>,
+            _: metrics::SharedString,
+        ) {
+        }
+        fn register_counter(
+            &self,
+            key: &metrics::Key,
+            _: &metrics::Metadata<'_>,
+        ) -> metrics::Counter {
+            let labels: Vec<String> = key
+                .labels()
+                .map(|label| format!("{}={}", label.key(), label.value()))
+                .collect();
+            let name = format!("{}{{{}}}", key.name(), labels.join(","));
+            let counter = Arc::clone(self.0.lock().expect("lock").entry(name).or_default());
+            metrics::Counter::from_arc(counter)
+        }
+        fn register_gauge(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+            metrics::Gauge::noop()
+        }
+        fn register_histogram(
+            &self,
+            _: &metrics::Key,
+            _: &metrics::Metadata<'_>,
+        ) -> metrics::Histogram {
+            metrics::Histogram::noop()
+        }
+    }
+
+    #[test]
+    fn a_failed_row_is_counted_with_its_event_type() {
+        let envelope = outbox_core::Envelope::from_parts(outbox_core::envelope::EnvelopeParts {
+            message_id: uuid::Uuid::now_v7(),
+            event_type: "shop.payments.payout-requested.v1".into(),
+            occurred_at: chrono::Utc::now(),
+            correlation_id: None,
+            causation_id: None,
+            traceparent: None,
+            tracestate: None,
+            aggregate_type: "payout".into(),
+            aggregate_id: "p-1".into(),
+            headers: Default::default(),
+            payload: serde_json::json!({}),
+        })
+        .expect("valid");
+        let rows = [ClaimedRow {
+            seq: 1,
+            attempts: 0,
+            worker_key: Some("payments".into()),
+            retryable: false,
+            envelope: Ok(envelope),
+        }];
+        let marks = [Mark::Failed {
+            attempts: 1,
+            error: PublishError::timeout("bank did not answer"),
+        }];
+        let counters = Counters::default();
+        metrics::with_local_recorder(&counters, || {
+            super::super::count_marks(&[metrics::Label::new("outbox", "outbox")], &rows, &marks);
+        });
+        let counts: BTreeMap<String, u64> = counters
+            .0
+            .lock()
+            .expect("lock")
+            .iter()
+            .map(|(name, value)| (name.clone(), value.load(AtomicOrdering::SeqCst)))
+            .collect();
+        assert_eq!(
+            counts.get(&format!(
+                "{}{{outbox=outbox,event_type=shop.payments.payout-requested.v1}}",
+                metric::FAILED
+            )),
+            Some(&1),
+            "{counts:?}"
+        );
+        assert_eq!(
+            counts.get(&format!(
+                "{}{{outbox=outbox,class=transient}}",
+                metric::PUBLISH_FAILURES
+            )),
+            Some(&1),
+            "{counts:?}"
+        );
+        assert_eq!(metric::FAILED, "outbox_failed_total");
+    }
+
+    #[test]
+    fn worker_lease_names() {
+        let keys: BTreeSet<String> = ["payments", "notifications"]
+            .map(String::from)
+            .into_iter()
+            .collect();
+        let leases = worker_leases(&keys);
+        assert_eq!(leases, ["worker/notifications", "worker/payments"]);
+        let mut owned = leases.clone();
+        owned.push("partition/3".into());
+        assert_eq!(owned_worker_keys(&owned), ["notifications", "payments"]);
+    }
+}
