@@ -15,7 +15,10 @@
 //! the claim itself would have done had batch *n* been marked already.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Instant;
+
+use chrono::{DateTime, Utc};
 
 use outbox_core::policy::{DeadLetterPolicy, Ordering};
 use outbox_core::publish::Publisher;
@@ -24,7 +27,20 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::store::ClaimedRow;
-use super::{BatchReport, LockedBatch, Mark, Relay, RelayError, RelayReport};
+use super::config::RelayConfig;
+use super::{BatchReport, LockedBatch, Mark, Relay, RelayError, RelayReport, decide};
+
+/// Publishes `rows` (see [`decide`]) and hands them back with their marks.
+async fn publish_owned<P: Publisher + 'static>(
+    publisher: Arc<P>,
+    config: RelayConfig,
+    now: DateTime<Utc>,
+    mut rows: Vec<ClaimedRow>,
+    held: HashSet<i64>,
+) -> (Vec<ClaimedRow>, Vec<Mark>) {
+    let marks = decide(&mut rows, &held, &config, now, &*publisher).await;
+    (rows, marks)
+}
 
 /// When a pipelined run stops claiming further batches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,8 +137,19 @@ impl<P: Publisher + 'static> Relay<P> {
             let go_on = (full || until == Until::Drained)
                 && !this.refresh_due()
                 && !shutdown.is_some_and(CancellationToken::is_cancelled);
-            let span = flight.span.clone();
-            let publish = this.publish(&mut flight.batch.rows, &held).instrument(span);
+            // The publishing runs as a task of its own, so that its CPU work (encoding,
+            // the client) and the database side's (decoding the next claim) can use two
+            // cores.
+            let publish = tokio::spawn(
+                publish_owned(
+                    Arc::clone(&this.publisher),
+                    this.config.clone(),
+                    this.now(),
+                    std::mem::take(&mut flight.batch.rows),
+                    held,
+                )
+                .instrument(flight.span.clone()),
+            );
             let database = async {
                 let finished = match previous.take() {
                     Some(published) => Some(this.finish_in_flight(published).await),
@@ -140,7 +167,21 @@ impl<P: Publisher + 'static> Relay<P> {
                 };
                 (finished, next)
             };
-            let (marks, (finished, next)) = tokio::join!(publish, database);
+            let (published, (finished, next)) = tokio::join!(publish, database);
+            let marks = match published {
+                Ok((rows, marks)) => {
+                    flight.batch.rows = rows;
+                    marks
+                }
+                // A publisher that panics takes the relay down as it would without
+                // pipelining; the open transactions roll back.
+                Err(error) if error.is_panic() => std::panic::resume_unwind(error.into_panic()),
+                Err(error) => {
+                    return Err(RelayError::Database(sea_orm::DbErr::Custom(format!(
+                        "the publishing task was cancelled: {error}"
+                    ))));
+                }
+            };
             match finished {
                 Some(Ok(report)) => total.add(&report),
                 Some(Err(error)) => failure = Some(error),
