@@ -26,8 +26,8 @@ use sea_orm::DbBackend;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use super::store::ClaimedRow;
 use super::config::RelayConfig;
+use super::store::ClaimedRow;
 use super::{BatchReport, LockedBatch, Mark, Relay, RelayError, RelayReport, decide};
 
 /// Publishes `rows` (see [`decide`]) and hands them back with their marks.

@@ -1,0 +1,333 @@
+//! Scenario 5: a high-water mark versus a status on the row (PostgreSQL).
+//!
+//! Ada's and Alan's checkouts run concurrently. Ada's transaction gets outbox sequence 1
+//! but commits last (the scenario holds her `COMMIT` at a gate: a deferred trigger waiting
+//! for an advisory lock); Alan's gets 2 and commits at once. A watermark relay — written
+//! here, as the article's "optimisation", **not** the framework's — publishes #2 and moves
+//! its mark to 2; when Ada's row becomes visible it asks for `seq > 2` and never sees it:
+//! her event is lost without an error. The framework's relay keeps its progress on the row
+//! (`status = 'pending'`) and publishes Ada's event too.
+//!
+//! PostgreSQL only: it needs MVCC visibility with sequence values handed out at insert
+//! time, and the deferred trigger used as the gate.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use outbox_seaorm::Outbox;
+use outbox_seaorm::schema;
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait as _};
+use uuid::Uuid;
+
+use super::{Report, expect, finally, outbox_error, relay};
+use crate::broker::{Channel, Outage};
+use crate::env::Env;
+use crate::error::DemoError;
+use crate::ordering::{self, PlaceOrder};
+
+/// The article's title.
+pub const TITLE: &str = "High-water mark vs processed flag (PostgreSQL)";
+/// What the scenario proves.
+pub const CLAIM: &str =
+    "a watermark loses the event committed late; progress kept on the row does not";
+
+/// One outbox row as the relays see it: `(seq, customer)`.
+pub type SeenRow = (i64, String);
+
+/// What scenario 5 measured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scenario5 {
+    /// The contract's event type (for the lines).
+    pub event_type: String,
+    /// Ada's outbox sequence number.
+    pub ada_sequence: i64,
+    /// Alan's outbox sequence number.
+    pub alan_sequence: i64,
+    /// The rows visible while Ada's transaction had not committed.
+    pub visible_before_ada_commits: Vec<SeenRow>,
+    /// What the watermark relay published on its first pass.
+    pub watermark_published: Vec<SeenRow>,
+    /// The watermark after its first pass.
+    pub watermark: i64,
+    /// Rows the watermark relay found after Ada's commit.
+    pub watermark_rows_after_ada_commits: usize,
+    /// Pending rows (the flag relay's query) after Ada's commit.
+    pub flag_relay_finds: Vec<SeenRow>,
+    /// The customers whose events the framework's relay published, in order.
+    pub relay_published: Vec<String>,
+}
+
+impl Report for Scenario5 {
+    fn number(&self) -> u8 {
+        5
+    }
+
+    fn title(&self) -> &'static str {
+        TITLE
+    }
+
+    fn claim(&self) -> &'static str {
+        CLAIM
+    }
+
+    fn lines(&self) -> Vec<String> {
+        let mut lines = vec![format!(
+            "Ada got sequence {} (not committed), Alan got {} (committed)",
+            self.ada_sequence, self.alan_sequence
+        )];
+        lines.extend(self.watermark_published.iter().map(|(seq, who)| {
+            format!(
+                "watermark relay publishes #{seq} {} ({who})",
+                self.event_type
+            )
+        }));
+        lines.push(format!(
+            "Ada's transaction commits; watermark relay asks for sequence > {}: {} rows",
+            self.watermark, self.watermark_rows_after_ada_commits
+        ));
+        lines.extend(
+            self.flag_relay_finds
+                .iter()
+                .map(|(seq, who)| format!("flag relay finds #{seq} {} ({who})", self.event_type)),
+        );
+        lines.push(format!(
+            "the outbox relay (status on the row) published: {}",
+            self.relay_published.join(", ")
+        ));
+        lines
+    }
+
+    fn deviations(&self) -> Vec<String> {
+        let mut deviations = Vec::new();
+        expect(&mut deviations, "Ada's sequence", &self.ada_sequence, &1);
+        expect(&mut deviations, "Alan's sequence", &self.alan_sequence, &2);
+        expect(
+            &mut deviations,
+            "rows visible before Ada commits",
+            &self.visible_before_ada_commits,
+            &vec![(2, "Alan".to_owned())],
+        );
+        expect(
+            &mut deviations,
+            "watermark relay published",
+            &self.watermark_published,
+            &vec![(2, "Alan".to_owned())],
+        );
+        expect(
+            &mut deviations,
+            "watermark rows after Ada commits",
+            &self.watermark_rows_after_ada_commits,
+            &0,
+        );
+        expect(
+            &mut deviations,
+            "flag relay finds",
+            &self.flag_relay_finds,
+            &vec![(1, "Ada".to_owned())],
+        );
+        expect(
+            &mut deviations,
+            "outbox relay published",
+            &self.relay_published,
+            &vec!["Alan".to_owned(), "Ada".to_owned()],
+        );
+        deviations
+    }
+}
+
+/// The article's watermark relay: remembers the highest sequence it published and asks
+/// for `seq > mark`. **Loses rows** whose transaction commits after a higher sequence was
+/// published; shown here to be refuted, never use it. It only records what it would
+/// publish: the point is what it reads.
+#[derive(Debug, Default)]
+pub struct WatermarkRelay {
+    /// The highest sequence published so far.
+    pub last_seen: i64,
+    /// What it published, in order.
+    pub published: Vec<(i64, String)>,
+}
+
+impl WatermarkRelay {
+    /// One pass: every row with `seq > last_seen`, "published", mark moved. Returns the
+    /// rows found, as `(seq, aggregate id)`.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn poll(
+        &mut self,
+        db: &DatabaseConnection,
+        outbox: &Outbox,
+    ) -> Result<Vec<(i64, String)>, DemoError> {
+        let rows = read(db, outbox, &format!("seq > {}", self.last_seen)).await?;
+        for (seq, aggregate_id) in &rows {
+            self.published.push((*seq, aggregate_id.clone()));
+            self.last_seen = *seq;
+        }
+        Ok(rows)
+    }
+}
+
+/// Committed outbox rows matching `condition`, as `(seq, aggregate_id)` in `seq` order.
+async fn read(
+    db: &DatabaseConnection,
+    outbox: &Outbox,
+    condition: &str,
+) -> Result<Vec<(i64, String)>, DemoError> {
+    let rows = db
+        .query_all_raw(Statement::from_string(
+            DbBackend::Postgres,
+            format!(
+                "SELECT seq, aggregate_id FROM {} WHERE {condition} ORDER BY seq",
+                outbox.outbox_table()
+            ),
+        ))
+        .await?;
+    let mut seen = Vec::new();
+    for row in rows {
+        seen.push((row.try_get("", "seq")?, row.try_get("", "aggregate_id")?));
+    }
+    Ok(seen)
+}
+
+/// Runs scenario 5 on `env`.
+///
+/// # Errors
+/// [`DemoError::Skipped`] unless the database is PostgreSQL; else [`DemoError`] when
+/// something cannot be set up.
+pub async fn run(env: &Env) -> Result<Scenario5, DemoError> {
+    if env.database.backend() != DbBackend::Postgres {
+        return Err(DemoError::Skipped {
+            reason: "needs PostgreSQL (two concurrent transactions whose commit order differs \
+                     from their sequence order, held at a deferred-trigger gate); run with \
+                     --database postgres://USER@HOST:5432/postgres"
+                .to_owned(),
+        });
+    }
+    let db = env.open_database(5).await?;
+    let channel = match Channel::open(&env.broker, 5, Outage::None).await {
+        Ok(channel) => channel,
+        Err(error) => return finally(db, None, Err(error)).await,
+    };
+    let result = play(db.conn(), &channel).await;
+    finally(db, Some(channel), result).await
+}
+
+async fn play(db: &DatabaseConnection, channel: &Channel) -> Result<Scenario5, DemoError> {
+    let outbox = Outbox::default();
+    schema::install(db, &outbox).await?;
+    ordering::create_tables(db).await?;
+    let (ada, alan) = (Uuid::now_v7(), Uuid::now_v7());
+
+    // The gate: Ada's COMMIT runs a deferred trigger that waits for an advisory lock the
+    // scenario holds — after her outbox row got its sequence number.
+    let key = i64::from(rand_key());
+    db.execute_unprepared(&format!(
+        "CREATE FUNCTION ada_gate() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN PERFORM pg_advisory_xact_lock_shared({key}); RETURN NULL; END $$; \
+         CREATE CONSTRAINT TRIGGER ada_gate AFTER INSERT ON orders \
+         DEFERRABLE INITIALLY DEFERRED FOR EACH ROW \
+         WHEN (NEW.customer_id = '{ada}') EXECUTE FUNCTION ada_gate()"
+    ))
+    .await?;
+    let gate = db.begin().await?;
+    gate.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({key})"))
+        .await?;
+
+    let ada_checkout = tokio::spawn({
+        let (db, outbox) = (db.clone(), outbox.clone());
+        async move {
+            ordering::place_order(&db, &outbox, PlaceOrder::dune(Uuid::now_v7(), ada, 1)).await
+        }
+    });
+    let started = Instant::now();
+    loop {
+        let waiting = db
+            .query_one_raw(Statement::from_string(
+                DbBackend::Postgres,
+                "SELECT count(*) AS waiting FROM pg_locks WHERE locktype = 'advisory' \
+                 AND NOT granted AND database = \
+                 (SELECT oid FROM pg_database WHERE datname = current_database())",
+            ))
+            .await?
+            .map(|row| row.try_get::<i64>("", "waiting"))
+            .transpose()?
+            .unwrap_or(0);
+        if waiting > 0 {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            ada_checkout.abort();
+            return Err(DemoError::Timeout(
+                "Ada's checkout never reached COMMIT".to_owned(),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let alan_order = ordering::place_order(db, &outbox, PlaceOrder::dune(Uuid::now_v7(), alan, 1))
+        .await
+        .map_err(outbox_error)?;
+    let mut names: BTreeMap<String, String> =
+        BTreeMap::from([(alan_order.id.to_string(), "Alan".to_owned())]);
+    let visible = read(db, &outbox, "true").await?;
+
+    // Both relays run now: the article's watermark relay, and the framework's.
+    let mut watermark = WatermarkRelay::default();
+    let first_pass = watermark.poll(db, &outbox).await?;
+    let mark = watermark.last_seen;
+    let mut relay = relay(db, &outbox, channel.publisher().await?, "relay-1")
+        .build()
+        .map_err(outbox_error)?;
+    relay.drain().await?;
+
+    gate.commit().await?;
+    let ada_order = ada_checkout
+        .await
+        .map_err(|error| DemoError::Outbox(error.to_string()))?
+        .map_err(outbox_error)?;
+    names.insert(ada_order.id.to_string(), "Ada".to_owned());
+    let name = |aggregate_id: &str| {
+        names
+            .get(aggregate_id)
+            .cloned()
+            .unwrap_or_else(|| aggregate_id.to_owned())
+    };
+    let named = |rows: Vec<(i64, String)>| -> Vec<SeenRow> {
+        rows.into_iter().map(|(seq, id)| (seq, name(&id))).collect()
+    };
+
+    let missed = watermark.poll(db, &outbox).await?;
+    let flag = read(db, &outbox, "status = 'pending'").await?;
+    relay.drain().await?;
+
+    let all = named(read(db, &outbox, "true").await?);
+    let sequence_of = |who: &str| {
+        all.iter()
+            .find(|(_, name)| name == who)
+            .map_or(0, |(seq, _)| *seq)
+    };
+    let mut relay_published = Vec::new();
+    for message in channel.messages().await? {
+        relay_published.push(name(&message.envelope()?.aggregate_id));
+    }
+    Ok(Scenario5 {
+        event_type:
+            <bookstore_contracts::OrderPlacedV1 as outbox_core::IntegrationEvent>::EVENT_TYPE
+                .to_owned(),
+        ada_sequence: sequence_of("Ada"),
+        alan_sequence: sequence_of("Alan"),
+        visible_before_ada_commits: named(visible),
+        watermark_published: named(first_pass),
+        watermark: mark,
+        watermark_rows_after_ada_commits: missed.len(),
+        flag_relay_finds: named(flag),
+        relay_published,
+    })
+}
+
+/// A lock key of this run (advisory locks are server-wide; concurrent runs must not share
+/// one).
+fn rand_key() -> u32 {
+    // The last bytes of a UUIDv7 are random.
+    let bytes = Uuid::now_v7().into_bytes();
+    u32::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15]])
+}

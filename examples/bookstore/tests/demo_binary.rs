@@ -1,0 +1,258 @@
+//! The demo binary, end to end: `bookstore` with no flags prints scenarios 1–4 with the
+//! article's facts and 5–6 as skipped, and exits 0; with `--database postgres://…` it runs
+//! all six; with `--database mysql://…` all but 5; with `--broker nats` the same facts come
+//! through NATS JetStream. Exit codes and the key lines are asserted.
+//!
+//! Service-backed runs skip with a loud message when the service is unreachable, and fail
+//! instead when `OUTBOX_REQUIRE_SERVICES=1`.
+
+use std::process::{Command, Output};
+
+use outbox_tests::{Service, service};
+
+fn demo(args: &[&str]) -> (String, Output) {
+    let output = Command::new(env!("CARGO_BIN_EXE_bookstore"))
+        .args(args)
+        .output()
+        .expect("the demo binary runs");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    eprintln!(
+        "--- bookstore {}\n{stdout}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (stdout, output)
+}
+
+/// The block of scenario `n` (from its title line to the next blank line).
+fn block(stdout: &str, n: u8) -> String {
+    let start = stdout
+        .find(&format!("\n{n}) "))
+        .unwrap_or_else(|| panic!("no block for scenario {n} in:\n{stdout}"));
+    let rest = &stdout[start + 1..];
+    let end = rest.find("\n\n").unwrap_or(rest.len());
+    rest[..end].to_owned()
+}
+
+fn assert_lines(block: &str, expected: &[&str]) {
+    for line in expected {
+        assert!(
+            block.lines().any(|l| l.trim_start().starts_with(line)),
+            "missing `{line}` in:\n{block}"
+        );
+    }
+}
+
+/// Scenarios 1–4 with the article's facts.
+fn assert_scenarios_1_to_4(stdout: &str) {
+    let one = block(stdout, 1);
+    assert_lines(
+        &one,
+        &[
+            "1) Commit, then publish; broker is down",
+            "claim: ",
+            "handler failed: ",
+            "orders in db: 1, messages on broker: 0",
+            "check: ok",
+        ],
+    );
+    let two = block(stdout, 2);
+    assert_lines(
+        &two,
+        &[
+            "2) Publish, then commit; the same checkout is submitted twice",
+            "click 2: checkout ",
+            "orders in db: 1, messages on broker: 2",
+            "check: ok",
+        ],
+    );
+    let three = block(stdout, 3);
+    assert_lines(
+        &three,
+        &[
+            "3) Outbox: same two scenarios",
+            "click 2: checkout ",
+            "relay while broker is down: published 0",
+            "relay after broker is back: published 1",
+            "orders in db: 1, outbox rows: 1, attempts: 1, messages on broker: 1",
+            "check: ok",
+        ],
+    );
+    let four = block(stdout, 4);
+    assert_lines(
+        &four,
+        &[
+            "4) Relay crashes between publish and mark; consumer has an inbox",
+            "relay #1: Process crashed (simulated)",
+            "relay #2 (restart): published 1",
+            "on broker: 2 messages, distinct ids: 1",
+            "consumer: bookstore.ordering.order-placed.v1 applied",
+            "consumer: bookstore.ordering.order-placed.v1 duplicate, skipped",
+            "Dune: on hand 5, reserved 2",
+            "check: ok",
+        ],
+    );
+}
+
+fn assert_scenario_5(stdout: &str) {
+    assert_lines(
+        &block(stdout, 5),
+        &[
+            "5) High-water mark vs processed flag (PostgreSQL)",
+            "Ada got sequence 1 (not committed), Alan got 2 (committed)",
+            "watermark relay publishes #2 bookstore.ordering.order-placed.v1 (Alan)",
+            "Ada's transaction commits; watermark relay asks for sequence > 2: 0 rows",
+            "flag relay finds #1 bookstore.ordering.order-placed.v1 (Ada)",
+            "check: ok",
+        ],
+    );
+}
+
+fn assert_scenario_6(stdout: &str) {
+    assert_lines(
+        &block(stdout, 6),
+        &[
+            "6) Two relay instances with FOR UPDATE SKIP LOCKED",
+            "relay A claimed [1, 2, 3], relay B claimed [4, 5, 6]",
+            "disjoint: yes, together every row: yes",
+            "check: ok",
+        ],
+    );
+}
+
+fn assert_job_queue(stdout: &str) {
+    let seven = block(stdout, 7);
+    assert_lines(&seven, &["7) Job-queue mode (seeds/003)", "check: ok"]);
+    for fact in [
+        "mail server called 3×, failed 2×",
+        "→ published",
+        "bank called 1× → failed after 1 attempt(s)",
+        "alert hook fired 1×",
+    ] {
+        assert!(seven.contains(fact), "missing `{fact}` in:\n{seven}");
+    }
+}
+
+#[test]
+fn the_default_demo_prints_scenarios_1_to_4_and_skips_5_and_6() {
+    let (stdout, output) = demo(&[]);
+    assert!(output.status.success(), "exit status {:?}", output.status);
+    assert!(stdout.contains("broker:   in-process"), "{stdout}");
+    assert!(stdout.contains("database: SQLite files"), "{stdout}");
+    assert_scenarios_1_to_4(&stdout);
+    assert_lines(&block(&stdout, 5), &["skipped: needs PostgreSQL"]);
+    assert_lines(
+        &block(&stdout, 6),
+        &["skipped: needs PostgreSQL or MariaDB"],
+    );
+    assert_job_queue(&stdout);
+    assert!(!stdout.contains("FAILED"), "{stdout}");
+    assert!(
+        stdout.contains("5 scenario(s) with the article's facts, 2 skipped, 0 failed"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn one_scenario_and_bad_flags() {
+    let (stdout, output) = demo(&["--scenario", "4"]);
+    assert!(output.status.success());
+    assert!(
+        stdout.contains("4) Relay crashes") && !stdout.contains("1) Commit"),
+        "{stdout}"
+    );
+
+    let (_, output) = demo(&["--scenario", "8"]);
+    assert_eq!(output.status.code(), Some(2), "clap rejects scenario 8");
+    let (_, output) = demo(&["--database", "oracle://nowhere"]);
+    assert_eq!(output.status.code(), Some(2), "an unsupported database URL");
+}
+
+#[test]
+fn the_demo_on_postgres_runs_all_six() {
+    let Some(url) = service(Service::Postgres, "the_demo_on_postgres_runs_all_six") else {
+        return;
+    };
+    let (stdout, output) = demo(&["--database", &url]);
+    assert!(output.status.success(), "exit status {:?}", output.status);
+    assert_scenarios_1_to_4(&stdout);
+    assert_scenario_5(&stdout);
+    assert_scenario_6(&stdout);
+    assert_job_queue(&stdout);
+    assert!(stdout.contains("7 scenario(s) with the article's facts, 0 skipped, 0 failed"));
+}
+
+#[test]
+fn the_demo_on_mariadb_runs_all_but_5() {
+    let Some(url) = service(Service::MariaDb, "the_demo_on_mariadb_runs_all_but_5") else {
+        return;
+    };
+    let (stdout, output) = demo(&["--database", &url]);
+    assert!(output.status.success(), "exit status {:?}", output.status);
+    assert_scenarios_1_to_4(&stdout);
+    assert_lines(&block(&stdout, 5), &["skipped: needs PostgreSQL"]);
+    assert_scenario_6(&stdout);
+}
+
+#[cfg(feature = "nats")]
+#[test]
+fn the_demo_through_nats_jetstream() {
+    let Some(nats) = service(Service::Nats, "the_demo_through_nats_jetstream") else {
+        return;
+    };
+    let (stdout, output) = demo(&["--broker", "nats", "--nats-url", &nats]);
+    assert!(output.status.success(), "exit status {:?}", output.status);
+    assert!(stdout.contains("broker:   NATS JetStream"), "{stdout}");
+    assert_scenarios_1_to_4(&stdout);
+    assert!(
+        block(&stdout, 1).contains("handler failed: unavailable"),
+        "the publisher went through the cut proxy"
+    );
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn the_demo_through_redis_streams_on_postgres() {
+    let test = "the_demo_through_redis_streams_on_postgres";
+    let (Some(redis), Some(postgres)) = (
+        service(Service::Redis, test),
+        service(Service::Postgres, test),
+    ) else {
+        return;
+    };
+    let (stdout, output) = demo(&[
+        "--broker",
+        "redis",
+        "--redis-url",
+        &redis,
+        "--database",
+        &postgres,
+    ]);
+    assert!(output.status.success(), "exit status {:?}", output.status);
+    assert_scenarios_1_to_4(&stdout);
+    assert_scenario_5(&stdout);
+    assert_scenario_6(&stdout);
+}
+
+#[cfg(feature = "rabbitmq")]
+#[test]
+fn the_demo_through_rabbitmq_on_mariadb() {
+    let test = "the_demo_through_rabbitmq_on_mariadb";
+    let (Some(amqp), Some(mariadb)) = (
+        service(Service::RabbitMq, test),
+        service(Service::MariaDb, test),
+    ) else {
+        return;
+    };
+    let (stdout, output) = demo(&[
+        "--broker",
+        "rabbitmq",
+        "--amqp-url",
+        &amqp,
+        "--database",
+        &mariadb,
+    ]);
+    assert!(output.status.success(), "exit status {:?}", output.status);
+    assert_scenarios_1_to_4(&stdout);
+    assert_scenario_6(&stdout);
+}

@@ -1,0 +1,254 @@
+//! Every scenario's `run`, with its measured facts asserted one by one: scenarios 1–4 on
+//! SQLite (a temporary folder), PostgreSQL and MariaDB; 5 on PostgreSQL; 6 on PostgreSQL
+//! and MariaDB; 5 and 6 skipped (not failed) on SQLite.
+//!
+//! PostgreSQL and MariaDB tests skip with a loud message when the server is unreachable,
+//! and fail instead when `OUTBOX_REQUIRE_SERVICES=1`.
+
+use std::path::Path;
+
+use bookstore::broker::BrokerChoice;
+use bookstore::env::{DatabaseTarget, Env};
+use bookstore::error::DemoError;
+use bookstore::job_queue;
+use bookstore::scenarios::{
+    self, Report, scenario1, scenario2, scenario3, scenario4, scenario5, scenario6,
+};
+use outbox_seaorm::schema::OutboxStatus;
+use outbox_tests::{Service, service};
+
+fn env(database: DatabaseTarget) -> Env {
+    Env {
+        database,
+        broker: BrokerChoice::InProcess,
+    }
+}
+
+fn sqlite(dir: &Path) -> Env {
+    env(DatabaseTarget::sqlite_in(dir))
+}
+
+fn server(kind: Service, test: &str) -> Option<Env> {
+    let url = service(kind, test)?;
+    let target = DatabaseTarget::parse(&url).expect("a server URL");
+    Some(env(target))
+}
+
+fn assert_article_facts(report: &dyn Report) {
+    assert!(
+        report.deviations().is_empty(),
+        "scenario {}: {:?}\n{}",
+        report.number(),
+        report.deviations(),
+        report.lines().join("\n")
+    );
+}
+
+async fn scenario_1(env: &Env) {
+    let report = scenario1::run(env).await.expect("scenario 1 runs");
+    let error = report.handler_error.as_deref().expect("the handler fails");
+    assert!(error.contains("unavailable"), "{error}");
+    assert_eq!(report.orders_in_db, 1, "the order is committed");
+    assert_eq!(report.messages_on_broker, 0, "its event is lost");
+    assert_eq!(report.lines()[1], "orders in db: 1, messages on broker: 0");
+    assert_article_facts(&report);
+}
+
+async fn scenario_2(env: &Env) {
+    let report = scenario2::run(env).await.expect("scenario 2 runs");
+    assert_eq!(report.click_1_error, None);
+    assert!(
+        report.click_2_duplicate_checkout,
+        "{:?}",
+        report.click_2_error
+    );
+    assert_eq!(report.orders_in_db, 1);
+    assert_eq!(report.messages_on_broker, 2, "both clicks published");
+    assert_eq!(
+        report.ghost_events, 1,
+        "one event announces an order that does not exist"
+    );
+    assert_article_facts(&report);
+}
+
+async fn scenario_3(env: &Env) {
+    let report = scenario3::run(env).await.expect("scenario 3 runs");
+    assert_eq!(
+        report.click_1_error, None,
+        "checkout succeeds while the broker is down"
+    );
+    assert!(
+        report.click_2_duplicate_checkout,
+        "{:?}",
+        report.click_2_error
+    );
+    assert_eq!(report.published_while_down, 0);
+    assert_eq!(report.retried_while_down, 1);
+    assert!(
+        report.last_error.is_some(),
+        "the failure is recorded on the row"
+    );
+    assert_eq!(report.published_after_back, 1);
+    assert_eq!(report.orders_in_db, 1);
+    assert_eq!(
+        report.outbox_rows, 1,
+        "the rejected click wrote no outbox row"
+    );
+    assert_eq!(report.attempts, 1);
+    assert!(report.all_published);
+    assert_eq!(report.messages_on_broker, 1);
+    assert_article_facts(&report);
+}
+
+async fn scenario_4(env: &Env) {
+    let report = scenario4::run(env).await.expect("scenario 4 runs");
+    assert_eq!(report.relay_1, "Process crashed (simulated)");
+    assert!(report.pending_after_crash, "relay #1 never marked the row");
+    assert_eq!(report.relay_2_published, 1);
+    assert_eq!(report.messages_on_broker, 2);
+    assert_eq!(report.distinct_ids, 1, "the same message id twice");
+    assert_eq!((report.applied(), report.duplicates()), (1, 1));
+    assert_eq!(report.deliveries[0].outcome, "applied");
+    assert_eq!(report.deliveries[1].outcome, "duplicate, skipped");
+    assert!(
+        report
+            .deliveries
+            .iter()
+            .all(|d| d.event_type == "bookstore.ordering.order-placed.v1")
+    );
+    assert_eq!(
+        (
+            report.dune.title.as_str(),
+            report.dune.on_hand,
+            report.dune.reserved
+        ),
+        ("Dune", 5, 2)
+    );
+    assert_article_facts(&report);
+}
+
+async fn scenario_5(env: &Env) {
+    let report = scenario5::run(env).await.expect("scenario 5 runs");
+    assert_eq!((report.ada_sequence, report.alan_sequence), (1, 2));
+    assert_eq!(
+        report.visible_before_ada_commits,
+        [(2, "Alan".to_owned())],
+        "Ada's row is not visible before her commit"
+    );
+    assert_eq!(report.watermark_published, [(2, "Alan".to_owned())]);
+    assert_eq!(report.watermark, 2);
+    assert_eq!(
+        report.watermark_rows_after_ada_commits, 0,
+        "the watermark lost Ada's event"
+    );
+    assert_eq!(report.flag_relay_finds, [(1, "Ada".to_owned())]);
+    assert_eq!(
+        report.relay_published,
+        ["Alan", "Ada"],
+        "the relay lost nothing"
+    );
+    assert_article_facts(&report);
+}
+
+async fn scenario_6(env: &Env) {
+    let report = scenario6::run(env).await.expect("scenario 6 runs");
+    assert_eq!(report.rows, [1, 2, 3, 4, 5, 6]);
+    assert_eq!(report.relay_a, [1, 2, 3]);
+    assert_eq!(report.relay_b, [4, 5, 6]);
+    assert!(report.disjoint() && report.complete());
+    assert_eq!(report.published, (3, 3));
+    assert_eq!(report.messages_on_broker, 6);
+    assert_article_facts(&report);
+}
+
+/// Block 7, the job-queue mode of seeds/003: the e-mail fails twice and is retried with
+/// backoff; the payout is not retryable: one attempt, `failed`, one alert, never run again.
+async fn job_queue_block(env: &Env) {
+    let report = job_queue::run_in(env)
+        .await
+        .expect("the job-queue block runs");
+    assert_eq!(report.orders_stored, 1);
+    assert_eq!(report.mail_worker_key.as_deref(), Some("notifications"));
+    assert_eq!(report.mail_attempts, 3, "failed twice, then sent");
+    assert_eq!(report.mail_failed_attempts, 2);
+    assert_eq!(report.mail_status, OutboxStatus::Published);
+    assert_eq!(report.payout_worker_key.as_deref(), Some("payments"));
+    assert!(!report.payout_retryable);
+    assert_eq!(report.payout_attempts, 1, "the bank is called once");
+    assert_eq!(report.payout_recorded_attempts, 1);
+    assert_eq!(report.payout_status, OutboxStatus::Failed);
+    assert!(report.passes_after_failure >= 1);
+    assert_eq!(report.alerts_fired, 1, "the alert hook fires once");
+    assert!(report.failed_rows_in_status >= 1);
+    assert_article_facts(&report);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenarios_1_to_4_on_sqlite() {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let env = sqlite(dir.path());
+    scenario_1(&env).await;
+    scenario_2(&env).await;
+    scenario_3(&env).await;
+    scenario_4(&env).await;
+    job_queue_block(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenarios_1_to_4_on_sqlite_in_memory() {
+    let env = env(DatabaseTarget::SqliteMemory);
+    scenario_1(&env).await;
+    scenario_2(&env).await;
+    scenario_3(&env).await;
+    scenario_4(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenarios_5_and_6_are_skipped_on_sqlite_with_the_reason() {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let env = sqlite(dir.path());
+    match scenario5::run(&env).await {
+        Err(DemoError::Skipped { reason }) => assert!(reason.contains("PostgreSQL"), "{reason}"),
+        other => panic!("scenario 5 on SQLite: {other:?}"),
+    }
+    match scenario6::run(&env).await {
+        Err(DemoError::Skipped { reason }) => {
+            assert!(reason.contains("SKIP LOCKED"), "{reason}");
+        }
+        other => panic!("scenario 6 on SQLite: {other:?}"),
+    }
+    let outcome = scenarios::outcome(&env, 5).await;
+    assert!(outcome.is_ok(), "a skip is not a failure");
+    assert!(scenarios::block(5, &outcome)[1].starts_with("  skipped: needs PostgreSQL"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_scenario_on_postgres() {
+    let Some(env) = server(Service::Postgres, "every_scenario_on_postgres") else {
+        return;
+    };
+    scenario_1(&env).await;
+    scenario_2(&env).await;
+    scenario_3(&env).await;
+    scenario_4(&env).await;
+    scenario_5(&env).await;
+    scenario_6(&env).await;
+    job_queue_block(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenarios_1_to_4_and_6_on_mariadb() {
+    let Some(env) = server(Service::MariaDb, "scenarios_1_to_4_and_6_on_mariadb") else {
+        return;
+    };
+    scenario_1(&env).await;
+    scenario_2(&env).await;
+    scenario_3(&env).await;
+    scenario_4(&env).await;
+    assert!(matches!(
+        scenario5::run(&env).await,
+        Err(DemoError::Skipped { .. })
+    ));
+    scenario_6(&env).await;
+    job_queue_block(&env).await;
+}
