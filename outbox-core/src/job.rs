@@ -92,7 +92,6 @@
 //! # }
 //! ```
 
-use std::any::Any;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
@@ -100,8 +99,8 @@ use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
+use futures_util::FutureExt as _;
 use tracing::Instrument as _;
 
 use crate::publish::{
@@ -378,11 +377,11 @@ impl JobDispatcher {
             message_id = %envelope.message_id,
             event_type = %envelope.event_type,
         );
-        let outcome = match (CatchPanic { job }).instrument(span).await {
+        let outcome = match AssertUnwindSafe(job).catch_unwind().instrument(span).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(error)) => Err(JobFailure::Handler(error)),
             Err(panic) => Err(JobFailure::Panicked {
-                message: panic_message(panic.as_ref()),
+                message: crate::__private::panic_message(panic.as_ref()),
             }),
         };
         outcome.map_err(|failure| {
@@ -402,34 +401,6 @@ impl Publisher for JobDispatcher {
     /// ([`publish_in_order`]).
     async fn publish(&self, batch: &[Envelope]) -> BatchOutcome {
         Ok(publish_in_order(batch, |envelope| self.dispatch(envelope)).await)
-    }
-}
-
-/// Polls a job, turning a panic into an `Err` with its payload.
-struct CatchPanic {
-    job: JobFuture,
-}
-
-impl Future for CatchPanic {
-    type Output = Result<Result<(), JobError>, Box<dyn Any + Send>>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let job = self.job.as_mut();
-        match std::panic::catch_unwind(AssertUnwindSafe(|| job.poll(cx))) {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(outcome)) => Poll::Ready(Ok(outcome)),
-            Err(panic) => Poll::Ready(Err(panic)),
-        }
-    }
-}
-
-fn panic_message(panic: &(dyn Any + Send)) -> String {
-    if let Some(text) = panic.downcast_ref::<&str>() {
-        (*text).to_owned()
-    } else if let Some(text) = panic.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "a non-string panic payload".to_owned()
     }
 }
 

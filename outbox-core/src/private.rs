@@ -16,3 +16,14 @@ pub fn schema_for<T: schemars::JsonSchema>() -> schemars::Schema {
 pub fn anchor(crate_path: &'static str) {
     tracing::trace!(crate_path, "contracts crate linked");
 }
+
+/// The text of a panic's payload (`&str` or `String`), for logs and error messages.
+pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a non-string panic payload".to_owned()
+    }
+}

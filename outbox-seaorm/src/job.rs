@@ -83,14 +83,13 @@
 //! See [`outbox_core::job`] for the handlers, their error classes and the at-least-once
 //! semantics (a crash between a handler and its mark runs the handler again).
 
-use std::any::Any;
 use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::task::{Context, Poll};
 
 use chrono::{DateTime, Utc};
+use futures_util::FutureExt as _;
 use outbox_core::name::{EventType, check_worker_key};
 use outbox_core::{Envelope, IntegrationEvent, PublishError};
 
@@ -243,11 +242,7 @@ where
 pub(crate) async fn raise_alert(hook: &dyn AlertHook, job: FailedJob) {
     let message_id = job.envelope.message_id;
     let seq = job.seq;
-    match (CatchPanic {
-        future: hook.alert(job),
-    })
-    .await
-    {
+    match AssertUnwindSafe(hook.alert(job)).catch_unwind().await {
         Ok(Ok(())) => tracing::debug!(%message_id, seq, "alert raised for a failed job"),
         Ok(Err(error)) => {
             tracing::error!(%message_id, seq, %error, "the alert hook failed; the row stays failed");
@@ -255,37 +250,9 @@ pub(crate) async fn raise_alert(hook: &dyn AlertHook, job: FailedJob) {
         Err(panic) => tracing::error!(
             %message_id,
             seq,
-            panic = %panic_message(panic.as_ref()),
+            panic = %outbox_core::__private::panic_message(panic.as_ref()),
             "the alert hook panicked; the row stays failed"
         ),
-    }
-}
-
-/// Polls a future, turning a panic into an `Err`.
-struct CatchPanic<'a> {
-    future: AlertFuture<'a>,
-}
-
-impl Future for CatchPanic<'_> {
-    type Output = Result<Result<(), AlertError>, Box<dyn Any + Send>>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let future = self.future.as_mut();
-        match std::panic::catch_unwind(AssertUnwindSafe(|| future.poll(cx))) {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(outcome)) => Poll::Ready(Ok(outcome)),
-            Err(panic) => Poll::Ready(Err(panic)),
-        }
-    }
-}
-
-fn panic_message(panic: &(dyn Any + Send)) -> String {
-    if let Some(text) = panic.downcast_ref::<&str>() {
-        (*text).to_owned()
-    } else if let Some(text) = panic.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "a non-string panic payload".to_owned()
     }
 }
 

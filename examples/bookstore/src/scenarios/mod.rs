@@ -179,15 +179,41 @@ pub(crate) fn outbox_error(error: impl std::fmt::Display) -> DemoError {
     DemoError::outbox(error)
 }
 
-/// Runs `scenario` and then closes `db` and `channel`, also when it failed.
-pub(crate) async fn finally<T>(
-    db: crate::env::ScenarioDb,
-    channel: Option<crate::broker::Channel>,
-    result: Result<T, DemoError>,
-) -> Result<T, DemoError> {
-    if let Some(channel) = channel {
-        channel.close().await;
+/// The lines of the double click (scenarios 2 and 3): the first click's error if any, then
+/// how the second one ended.
+pub(crate) fn click_lines(click_1: Option<&str>, click_2: Option<&str>) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(error) = click_1 {
+        lines.push(format!("click 1: {error}"));
     }
+    lines.push(match click_2 {
+        Some(error) => format!("click 2: {error}"),
+        None => "click 2: accepted".to_owned(),
+    });
+    lines
+}
+
+/// Opens scenario `number`'s database and broker channel, plays the scenario on them, and
+/// closes both, whatever happened.
+pub(crate) async fn staged<T>(
+    env: &Env,
+    number: u8,
+    outage: crate::broker::Outage,
+    play: impl AsyncFnOnce(
+        &sea_orm::DatabaseConnection,
+        &crate::broker::Channel,
+    ) -> Result<T, DemoError>,
+) -> Result<T, DemoError> {
+    let db = env.open_database(number).await?;
+    let channel = match crate::broker::Channel::open(&env.broker, number, outage).await {
+        Ok(channel) => channel,
+        Err(error) => {
+            db.close().await;
+            return Err(error);
+        }
+    };
+    let result = play(db.conn(), &channel).await;
+    channel.close().await;
     db.close().await;
     result
 }

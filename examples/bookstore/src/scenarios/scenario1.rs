@@ -12,7 +12,7 @@ use outbox_core::{Envelope, EnvelopeConfig, RecordedEvents};
 use sea_orm::{DatabaseConnection, TransactionTrait as _};
 use uuid::Uuid;
 
-use super::{Report, expect, finally};
+use super::{Report, expect};
 use crate::broker::{Channel, Outage, publish_all};
 use crate::env::Env;
 use crate::error::DemoError;
@@ -137,13 +137,7 @@ impl Report for Scenario1 {
 /// # Errors
 /// [`DemoError`] when the database or broker cannot be set up.
 pub async fn run(env: &Env) -> Result<Scenario1, DemoError> {
-    let db = env.open_database(1).await?;
-    let channel = match Channel::open(&env.broker, 1, Outage::Playable).await {
-        Ok(channel) => channel,
-        Err(error) => return finally(db, None, Err(error)).await,
-    };
-    let result = play(db.conn(), &channel).await;
-    finally(db, Some(channel), result).await
+    super::staged(env, 1, Outage::Playable, play).await
 }
 
 async fn play(db: &DatabaseConnection, channel: &Channel) -> Result<Scenario1, DemoError> {

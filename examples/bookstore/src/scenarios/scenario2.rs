@@ -12,7 +12,7 @@ use sea_orm::{DatabaseConnection, EntityTrait as _, TransactionTrait as _};
 use uuid::Uuid;
 
 use super::scenario1::{NaiveHandlerError, contracts_of};
-use super::{Report, expect, finally};
+use super::{Report, expect};
 use crate::broker::{Channel, Outage, publish_all};
 use crate::env::Env;
 use crate::error::DemoError;
@@ -76,14 +76,8 @@ impl Report for Scenario2 {
     }
 
     fn lines(&self) -> Vec<String> {
-        let mut lines = Vec::new();
-        if let Some(error) = &self.click_1_error {
-            lines.push(format!("click 1: {error}"));
-        }
-        lines.push(match &self.click_2_error {
-            Some(error) => format!("click 2: {error}"),
-            None => "click 2: accepted".to_owned(),
-        });
+        let mut lines =
+            super::click_lines(self.click_1_error.as_deref(), self.click_2_error.as_deref());
         lines.push(format!(
             "orders in db: {}, messages on broker: {}",
             self.orders_in_db, self.messages_on_broker
@@ -121,13 +115,7 @@ impl Report for Scenario2 {
 /// # Errors
 /// [`DemoError`] when the database or broker cannot be set up.
 pub async fn run(env: &Env) -> Result<Scenario2, DemoError> {
-    let db = env.open_database(2).await?;
-    let channel = match Channel::open(&env.broker, 2, Outage::None).await {
-        Ok(channel) => channel,
-        Err(error) => return finally(db, None, Err(error)).await,
-    };
-    let result = play(db.conn(), &channel).await;
-    finally(db, Some(channel), result).await
+    super::staged(env, 2, Outage::None, play).await
 }
 
 async fn play(db: &DatabaseConnection, channel: &Channel) -> Result<Scenario2, DemoError> {

@@ -18,7 +18,7 @@ use outbox_seaorm::schema::{self, OutboxStatus};
 use sea_orm::DatabaseConnection;
 use uuid::Uuid;
 
-use super::{Report, expect, finally, outbox_error, relay};
+use super::{Report, expect, outbox_error, relay};
 use crate::broker::{Channel, Outage};
 use crate::env::Env;
 use crate::error::DemoError;
@@ -73,14 +73,8 @@ impl Report for Scenario3 {
     }
 
     fn lines(&self) -> Vec<String> {
-        let mut lines = Vec::new();
-        if let Some(error) = &self.click_1_error {
-            lines.push(format!("click 1: {error}"));
-        }
-        lines.push(match &self.click_2_error {
-            Some(error) => format!("click 2: {error}"),
-            None => "click 2: accepted".to_owned(),
-        });
+        let mut lines =
+            super::click_lines(self.click_1_error.as_deref(), self.click_2_error.as_deref());
         lines.push(format!(
             "relay while broker is down: published {}{}",
             self.published_while_down,
@@ -151,13 +145,7 @@ impl Report for Scenario3 {
 /// # Errors
 /// [`DemoError`] when the database, outbox or broker cannot be set up.
 pub async fn run(env: &Env) -> Result<Scenario3, DemoError> {
-    let db = env.open_database(3).await?;
-    let channel = match Channel::open(&env.broker, 3, Outage::Playable).await {
-        Ok(channel) => channel,
-        Err(error) => return finally(db, None, Err(error)).await,
-    };
-    let result = play(db.conn(), &channel).await;
-    finally(db, Some(channel), result).await
+    super::staged(env, 3, Outage::Playable, play).await
 }
 
 async fn play(db: &DatabaseConnection, channel: &Channel) -> Result<Scenario3, DemoError> {

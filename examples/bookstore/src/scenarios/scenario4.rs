@@ -21,7 +21,7 @@ use outbox_seaorm::{Outbox, record::OutboxRecord};
 use sea_orm::DatabaseConnection;
 use uuid::Uuid;
 
-use super::{Report, expect, finally, outbox_error, relay};
+use super::{Report, expect, outbox_error, relay};
 use crate::broker::{Channel, CrashAfterPublish, Outage};
 use crate::env::Env;
 use crate::error::DemoError;
@@ -174,13 +174,7 @@ impl Report for Scenario4 {
 /// [`DemoError`] when the database, outbox or broker cannot be set up, or relay #1 never
 /// publishes.
 pub async fn run(env: &Env) -> Result<Scenario4, DemoError> {
-    let db = env.open_database(4).await?;
-    let channel = match Channel::open(&env.broker, 4, Outage::None).await {
-        Ok(channel) => channel,
-        Err(error) => return finally(db, None, Err(error)).await,
-    };
-    let result = play(db.conn(), &channel).await;
-    finally(db, Some(channel), result).await
+    super::staged(env, 4, Outage::None, play).await
 }
 
 /// Runs `relay` until `published` says the broker took the batch, then aborts it: the

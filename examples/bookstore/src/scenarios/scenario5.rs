@@ -19,7 +19,7 @@ use outbox_seaorm::schema;
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait as _};
 use uuid::Uuid;
 
-use super::{Report, expect, finally, outbox_error, relay};
+use super::{Report, expect, outbox_error, relay};
 use crate::broker::{Channel, Outage};
 use crate::env::Env;
 use crate::error::DemoError;
@@ -203,13 +203,7 @@ pub async fn run(env: &Env) -> Result<Scenario5, DemoError> {
                 .to_owned(),
         });
     }
-    let db = env.open_database(5).await?;
-    let channel = match Channel::open(&env.broker, 5, Outage::None).await {
-        Ok(channel) => channel,
-        Err(error) => return finally(db, None, Err(error)).await,
-    };
-    let result = play(db.conn(), &channel).await;
-    finally(db, Some(channel), result).await
+    super::staged(env, 5, Outage::None, play).await
 }
 
 async fn play(db: &DatabaseConnection, channel: &Channel) -> Result<Scenario5, DemoError> {

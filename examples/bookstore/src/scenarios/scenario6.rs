@@ -19,7 +19,7 @@ use outbox_seaorm::{Outbox, schema};
 use sea_orm::{DatabaseConnection, DbBackend};
 use uuid::Uuid;
 
-use super::{Report, expect, finally, outbox_error, relay};
+use super::{Report, expect, outbox_error, relay};
 use crate::broker::{Channel, DemoPublisher, Gate, Hold, Outage};
 use crate::env::Env;
 use crate::error::DemoError;
@@ -146,13 +146,7 @@ pub async fn run(env: &Env) -> Result<Scenario6, DemoError> {
                 .to_owned(),
         });
     }
-    let db = env.open_database(6).await?;
-    let channel = match Channel::open(&env.broker, 6, Outage::None).await {
-        Ok(channel) => channel,
-        Err(error) => return finally(db, None, Err(error)).await,
-    };
-    let result = play(db.conn(), &channel).await;
-    finally(db, Some(channel), result).await
+    super::staged(env, 6, Outage::None, play).await
 }
 
 async fn play(db: &DatabaseConnection, channel: &Channel) -> Result<Scenario6, DemoError> {
