@@ -49,6 +49,7 @@ backend_tests!(
     purge_and_status,
     pipelined_relay_claims_the_next_batch_while_publishing,
     failure_holds_back_rows_claimed_ahead,
+    claim_ahead_gives_way_to_a_lease_takeover,
 );
 
 const AGGREGATE: &str = OrderNotedV2::AGGREGATE_TYPE;
@@ -898,7 +899,8 @@ async fn pipelined_relay_claims_the_next_batch_while_publishing(db: &TestDb) {
     let mut relay = relay(db, &outbox, &broker, "relay-1")
         .batch_size(4)
         // The broker stays paused while the test looks at the locks: no timeout meanwhile
-        // (and a lease that outlives it).
+        // (and a lease that outlives it), no heartbeat (which ends a pipelined run).
+        .heartbeat_interval(Duration::from_secs(60))
         .lease_ttl(Duration::from_secs(150))
         .publish_timeout(Duration::from_secs(60))
         .build()
@@ -909,47 +911,113 @@ async fn pipelined_relay_claims_the_next_batch_while_publishing(db: &TestDb) {
         assert!(Instant::now() < deadline, "no batch reached the broker");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let backend = db.conn().get_database_backend();
-    if backend != DbBackend::Sqlite {
-        // Rows another claimer can still lock: 20 − batch in flight − batch claimed ahead.
-        let claimable = async || {
-            use sea_orm::TransactionTrait as _;
-            // MariaDB: through the primary key, where the relay's locks are.
-            let index = if backend == DbBackend::MySql {
-                " FORCE INDEX (PRIMARY)"
-            } else {
-                ""
-            };
-            let txn = db.conn().begin().await.unwrap();
-            let rows = txn
-                .query_all_raw(Statement::from_string(
-                    backend,
-                    format!(
-                        "SELECT seq FROM outbox{index} WHERE status = 'pending' \
-                         FOR UPDATE SKIP LOCKED"
-                    ),
-                ))
-                .await
-                .unwrap()
-                .len();
-            txn.rollback().await.unwrap();
-            rows
-        };
-        loop {
-            let rows = claimable().await;
-            if rows == 12 {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the next batch was not claimed ahead: {rows} rows claimable"
-            );
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+    if db.conn().get_database_backend() != DbBackend::Sqlite {
+        // 20 − batch in flight − batch claimed ahead.
+        wait_for_claimable(db, 12, deadline).await;
     }
     broker.resume();
     let report = draining.await.unwrap().unwrap();
     assert_eq!(report.published, 20, "{report:?}");
+    assert_eq!(received(&broker, "a"), (0..10).collect::<Vec<_>>());
+    assert_eq!(received(&broker, "b"), (0..10).collect::<Vec<_>>());
+    assert_eq!(broker.len(), 20, "no duplicate");
+}
+
+/// Waits until exactly `expected` pending rows can be locked by another claimer.
+async fn wait_for_claimable(db: &TestDb, expected: usize, deadline: Instant) {
+    use sea_orm::TransactionTrait as _;
+    let backend = db.conn().get_database_backend();
+    // MariaDB: through the primary key, where the relay's locks are.
+    let index = if backend == DbBackend::MySql {
+        " FORCE INDEX (PRIMARY)"
+    } else {
+        ""
+    };
+    loop {
+        let txn = db.conn().begin().await.unwrap();
+        let rows = txn
+            .query_all_raw(Statement::from_string(
+                backend,
+                format!(
+                    "SELECT seq FROM outbox{index} WHERE status = 'pending' FOR UPDATE SKIP LOCKED"
+                ),
+            ))
+            .await
+            .unwrap()
+            .len();
+        txn.rollback().await.unwrap();
+        if rows == expected {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the next batch was not claimed ahead: {rows} rows claimable, not {expected}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Another relay taking a lease over while a pipelined relay has a batch in flight does
+/// not stall either. On MariaDB a share lock requested behind the takeover's waiting
+/// exclusive lock waits for it, and the takeover waits for the share lock of the batch in
+/// flight, which the relay marks only once its claim ahead returns: a cycle the database
+/// does not see, which ended in `innodb_lock_wait_timeout` (50 s) under load in CI. The
+/// claim ahead gives way instead (`NOWAIT`).
+async fn claim_ahead_gives_way_to_a_lease_takeover(db: &TestDb) {
+    let backend = db.conn().get_database_backend();
+    if backend == DbBackend::Sqlite {
+        // No pipelining on SQLite: nothing to give way to.
+        return;
+    }
+    let (outbox, _clock) = manual_outbox();
+    setup(db, &outbox).await;
+    let broker = InProcessBroker::new();
+    note(db, &outbox, "a", 0, 10).await;
+    note(db, &outbox, "b", 0, 10).await;
+    broker.pause();
+    let mut relay = relay(db, &outbox, &broker, "relay-1")
+        .batch_size(4)
+        .heartbeat_interval(Duration::from_secs(60))
+        .lease_ttl(Duration::from_secs(150))
+        .publish_timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let draining = tokio::spawn(async move { relay.drain().await });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while broker.waiting() == 0 {
+        assert!(Instant::now() < deadline, "no batch reached the broker");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Batch 1 at the broker, batch 2 claimed ahead: both share-lock the relay's leases.
+    wait_for_claimable(db, 12, deadline).await;
+    let conn = db.conn().clone();
+    let takeover = tokio::spawn(async move {
+        conn.execute_raw(Statement::from_string(
+            backend,
+            "UPDATE outbox_relay_leases SET expires_at = expires_at WHERE owner = 'relay-1'",
+        ))
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !takeover.is_finished(),
+        "the takeover waits for the batches' share locks"
+    );
+    broker.resume();
+    // The relay marks batch 1 and gives way with its claim of batch 3, so batch 2 is
+    // marked next and the takeover goes through.
+    tokio::time::timeout(Duration::from_secs(20), takeover)
+        .await
+        .expect("the takeover went through: no stall")
+        .unwrap()
+        .unwrap();
+    let report = tokio::time::timeout(Duration::from_secs(20), draining)
+        .await
+        .expect("the drain finished")
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.published, 20, "{report:?}");
+    assert_eq!(report.errors, 0, "{report:?}");
     assert_eq!(received(&broker, "a"), (0..10).collect::<Vec<_>>());
     assert_eq!(received(&broker, "b"), (0..10).collect::<Vec<_>>());
     assert_eq!(broker.len(), 20, "no duplicate");

@@ -53,7 +53,10 @@
 //! 1. (leased modes) `SELECT name FROM <leases> WHERE owner = :me AND expires_at > :now
 //!    FOR SHARE` (MariaDB `LOCK IN SHARE MODE`): the partitions this relay owns, share-locked
 //!    so that no other relay can take them over while the batch is in flight (a takeover is
-//!    an `UPDATE` of the lease row, which waits for this transaction);
+//!    an `UPDATE` of the lease row, which waits for this transaction). A pipelined relay's
+//!    claim ahead adds `NOWAIT` and, when a takeover is waiting, claims nothing this time:
+//!    InnoDB would queue its share lock behind the takeover, which waits for the batch in
+//!    flight, which the relay marks only once the claim ahead returns;
 //! 2. the claim: due pending rows in `seq` order, `FOR UPDATE SKIP LOCKED`. In
 //!    [`Ordering::PerAggregate`] mode it skips every row that has an earlier row of its
 //!    aggregate in backoff, or dead under [`DeadLetterPolicy::Block`]: a poisoned aggregate
@@ -173,7 +176,7 @@ use crate::config::Outbox;
 use crate::job::{AlertHook, SharedAlertHook};
 use crate::ops::Operations;
 use lease::{OUTBOX_CLEANUP_LEASE, RELAY_LEASE, lease_partition, owner_of, partition_lease};
-use store::{AfterFailure, Claim, ClaimedRow, Store};
+use store::{AfterFailure, Claim, ClaimedRow, LeaseLock, Store};
 
 /// Why a relay operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -660,7 +663,10 @@ impl<P: Publisher + 'static> Relay<P> {
             self.store
                 .acquire(&self.db, &me, &desired, now, now + ttl)
                 .await?;
-            self.leases.owned = self.store.owned(&self.db, &me, now, false).await?;
+            self.leases.owned = self
+                .store
+                .owned(&self.db, &me, now, LeaseLock::None)
+                .await?;
             self.leases.owned.sort();
             metrics::gauge!(metric::LEASES_OWNED, self.labels.clone())
                 .set(self.leases.owned.len() as f64);
@@ -743,7 +749,7 @@ impl<P: Publisher + 'static> Relay<P> {
     /// A batch on PostgreSQL / MariaDB: one transaction holding the row locks (and the
     /// lease share locks) while publishing.
     async fn batch_locked(&self) -> Result<BatchReport, RelayError> {
-        let Some(mut batch) = self.claim_locked().await? else {
+        let Some(mut batch) = self.claim_locked(false).await? else {
             return Ok(BatchReport::default());
         };
         let held = self.held_rows(&batch.txn, &batch.rows).await?;
@@ -753,15 +759,39 @@ impl<P: Publisher + 'static> Relay<P> {
 
     /// Opens a batch's transaction, share-locks the leases and claims; `None` (and the
     /// transaction committed) when there is nothing to claim.
-    async fn claim_locked(&self) -> Result<Option<LockedBatch>, RelayError> {
+    ///
+    /// `ahead`: the claim of a pipelined relay while its previous batch is in flight. The
+    /// lease share lock is then taken with `NOWAIT` (see [`LeaseLock::ShareNoWait`]), and
+    /// when another relay is taking a lease over meanwhile the claim gives way: `None`,
+    /// the transaction rolled back; the relay marks its batch in flight, which lets the
+    /// takeover through, and claims again afterwards.
+    async fn claim_locked(&self, ahead: bool) -> Result<Option<LockedBatch>, RelayError> {
         let isolation =
             (self.store.backend() == DbBackend::MySql).then_some(IsolationLevel::ReadCommitted);
         let txn = self.db.begin_with_config(isolation, None).await?;
         let now = self.now();
         let owned = if self.leased() {
-            self.store
-                .owned(&txn, &self.config.instance_id, now, true)
-                .await?
+            let lock = if ahead {
+                LeaseLock::ShareNoWait
+            } else {
+                LeaseLock::Share
+            };
+            match self
+                .store
+                .owned(&txn, &self.config.instance_id, now, lock)
+                .await
+            {
+                Ok(owned) => owned,
+                Err(error) if ahead && store::is_lock_not_available(&error) => {
+                    tracing::debug!(
+                        relay = %self.config.instance_id,
+                        "a lease is being taken over: no claim ahead of the batch in flight"
+                    );
+                    txn.rollback().await?;
+                    return Ok(None);
+                }
+                Err(error) => return Err(error.into()),
+            }
         } else {
             Vec::new()
         };
@@ -814,7 +844,12 @@ impl<P: Publisher + 'static> Relay<P> {
         let margin = to_delta(self.config.publish_timeout);
         let owned = self
             .store
-            .owned(&self.db, &self.config.instance_id, now + margin, false)
+            .owned(
+                &self.db,
+                &self.config.instance_id,
+                now + margin,
+                LeaseLock::None,
+            )
             .await?;
         let keys = self.claimable_keys(&owned);
         let may_claim = match &keys {

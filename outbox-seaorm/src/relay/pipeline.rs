@@ -130,7 +130,7 @@ impl<P: Publisher + 'static> Relay<P> {
         let mut previous: Option<Published> = None;
         // Aggregates whose rows did not all get through in the previous batch.
         let mut stopped: HashSet<Key> = HashSet::new();
-        let mut current = this.claim_in_flight().await?;
+        let mut current = this.claim_in_flight(false).await?;
         while let Some(mut flight) = current.take() {
             let held = this.behind(&stopped, &flight.batch.rows);
             let full = flight.batch.rows.len() >= this.config.batch_size;
@@ -161,7 +161,7 @@ impl<P: Publisher + 'static> Relay<P> {
                     None => true,
                 };
                 let next = if go_on && progress {
-                    Some(this.claim_in_flight().await)
+                    Some(this.claim_in_flight(true).await)
                 } else {
                     None
                 };
@@ -216,10 +216,12 @@ impl<P: Publisher + 'static> Relay<P> {
         }
     }
 
-    async fn claim_in_flight(&self) -> Result<Option<InFlight>, RelayError> {
+    /// Claims a batch (`ahead`: while another is in flight, see
+    /// [`Relay::claim_locked`]).
+    async fn claim_in_flight(&self, ahead: bool) -> Result<Option<InFlight>, RelayError> {
         let span = self.batch_span();
         let started = Instant::now();
-        let batch = self.claim_locked().instrument(span.clone()).await?;
+        let batch = self.claim_locked(ahead).instrument(span.clone()).await?;
         Ok(batch.map(|batch| InFlight {
             batch,
             span,

@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use outbox_core::policy::DeadLetterPolicy;
 use sea_orm::sea_query::Value;
-use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, QueryResult};
+use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, QueryResult, RuntimeErr};
 
 use outbox_core::Envelope;
 
@@ -17,6 +17,38 @@ use crate::schema::OutboxStatus;
 
 /// Longest `last_error` stored, in characters.
 pub(crate) const MAX_ERROR_CHARS: usize = 2_000;
+
+/// How [`Store::owned`] locks the lease rows it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LeaseLock {
+    /// A plain read.
+    None,
+    /// Share-locked until the transaction ends; waits for a lease being taken over.
+    Share,
+    /// Share-locked, or at once a [lock-not-available](is_lock_not_available) error. For a
+    /// pipelined relay's claim ahead: InnoDB queues a share request behind a waiting
+    /// exclusive one (another relay taking a lease over), which itself waits for the share
+    /// lock of this relay's batch in flight, which the relay marks only once the claim ahead
+    /// returns. The database sees no cycle; `NOWAIT` breaks it.
+    ShareNoWait,
+}
+
+/// Whether `error` is a lock that `NOWAIT` did not get: PostgreSQL `55P03`
+/// (`lock_not_available`), MariaDB 1205 (`ER_LOCK_WAIT_TIMEOUT`).
+pub(crate) fn is_lock_not_available(error: &DbErr) -> bool {
+    let (DbErr::Query(RuntimeErr::SqlxError(error)) | DbErr::Exec(RuntimeErr::SqlxError(error))) =
+        error
+    else {
+        return false;
+    };
+    let Some(database) = error.as_database_error() else {
+        return false;
+    };
+    database.code().as_deref() == Some("55P03")
+        || database
+            .try_downcast_ref::<sea_orm::error::SqlxMySqlError>()
+            .is_some_and(|mysql| mysql.number() == 1205)
+}
 
 /// One claimed row. The envelope may fail to decode (a poison row written by another
 /// tool); the key columns are then read on their own so the row can still be
@@ -682,14 +714,15 @@ impl Store {
         Ok(conn.execute_raw(sql.build()).await?.rows_affected())
     }
 
-    /// The leases `owner` holds beyond `valid_after`; with `lock`, share-locked until the
-    /// transaction ends, so that nobody takes them over meanwhile (PostgreSQL, MariaDB).
+    /// The leases `owner` holds beyond `valid_after`; with a [`LeaseLock`] other than
+    /// `None`, share-locked until the transaction ends, so that nobody takes them over
+    /// meanwhile (PostgreSQL, MariaDB).
     pub(crate) async fn owned<C: ConnectionTrait>(
         &self,
         conn: &C,
         owner: &str,
         valid_after: DateTime<Utc>,
-        lock: bool,
+        lock: LeaseLock,
     ) -> Result<Vec<String>, DbErr> {
         let q = |name: &str| quote(self.backend, name);
         let mut sql = self.sql();
@@ -699,15 +732,19 @@ impl Store {
             .bind(sql::text(owner))
             .push(&format!(" AND {} > ", q("expires_at")))
             .bind(self.ts(valid_after));
-        if lock {
-            match self.backend {
-                DbBackend::Postgres => {
-                    sql.push(" FOR SHARE");
-                }
-                DbBackend::MySql => {
-                    sql.push(" LOCK IN SHARE MODE");
-                }
-                _ => {}
+        match (lock, self.backend) {
+            (LeaseLock::None, _) | (_, DbBackend::Sqlite) => {}
+            (LeaseLock::Share, DbBackend::Postgres) => {
+                sql.push(" FOR SHARE");
+            }
+            (LeaseLock::ShareNoWait, DbBackend::Postgres) => {
+                sql.push(" FOR SHARE NOWAIT");
+            }
+            (LeaseLock::Share, _) => {
+                sql.push(" LOCK IN SHARE MODE");
+            }
+            (LeaseLock::ShareNoWait, _) => {
+                sql.push(" LOCK IN SHARE MODE NOWAIT");
             }
         }
         let rows = conn.query_all_raw(sql.build()).await?;
