@@ -186,6 +186,7 @@ pub mod relay;
 pub mod schema;
 pub mod table;
 pub mod trace;
+pub(crate) mod transaction;
 pub mod unit_of_work;
 pub mod wakeup;
 mod write;

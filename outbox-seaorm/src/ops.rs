@@ -50,9 +50,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use outbox_core::metric;
-use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DbBackend, DbErr, FromQueryResult, TransactionTrait,
-};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, FromQueryResult};
 use uuid::Uuid;
 
 use crate::config::Outbox;
@@ -535,7 +533,7 @@ impl Operations {
     ) -> Result<OperatorAction, OpsError> {
         let backend = self.backend();
         let c = self.outbox.columns();
-        let txn = self.db.begin().await?;
+        let txn = crate::transaction::begin_whole(&self.db, None).await?;
         let mut sql = Sql::new(backend);
         sql.push(&format!(
             "SELECT {seq} AS seq, {event} AS event_type, {status} AS status, {error} AS last_error \

@@ -890,6 +890,31 @@ async fn purge_and_status(db: &TestDb) {
 /// already claimed on a second connection — its rows are locked, so another claimer skips
 /// both batches. Everything is published once, in order per aggregate.
 async fn pipelined_relay_claims_the_next_batch_while_publishing(db: &TestDb) {
+    let (broker, draining, deadline) = drain_with_a_batch_at_the_broker(db).await;
+    if db.conn().get_database_backend() != DbBackend::Sqlite {
+        // 20 − batch in flight − batch claimed ahead.
+        wait_for_claimable(db, 12, deadline).await;
+    }
+    broker.resume();
+    let report = draining.await.unwrap().unwrap();
+    assert_eq!(report.published, 20, "{report:?}");
+    assert_eq!(received(&broker, "a"), (0..10).collect::<Vec<_>>());
+    assert_eq!(received(&broker, "b"), (0..10).collect::<Vec<_>>());
+    assert_eq!(broker.len(), 20, "no duplicate");
+}
+
+/// Notes 0..10 about orders `a` and `b`, then a pipelined relay (batches of 4) draining
+/// them into a paused broker; returns once its first batch waits at the broker, with a
+/// deadline 10 s from the start of the drain.
+async fn drain_with_a_batch_at_the_broker(
+    db: &TestDb,
+) -> (
+    InProcessBroker,
+    tokio::task::JoinHandle<
+        Result<outbox_seaorm::relay::RelayReport, outbox_seaorm::relay::RelayError>,
+    >,
+    Instant,
+) {
     let (outbox, _clock) = manual_outbox();
     setup(db, &outbox).await;
     let broker = InProcessBroker::new();
@@ -911,16 +936,7 @@ async fn pipelined_relay_claims_the_next_batch_while_publishing(db: &TestDb) {
         assert!(Instant::now() < deadline, "no batch reached the broker");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    if db.conn().get_database_backend() != DbBackend::Sqlite {
-        // 20 − batch in flight − batch claimed ahead.
-        wait_for_claimable(db, 12, deadline).await;
-    }
-    broker.resume();
-    let report = draining.await.unwrap().unwrap();
-    assert_eq!(report.published, 20, "{report:?}");
-    assert_eq!(received(&broker, "a"), (0..10).collect::<Vec<_>>());
-    assert_eq!(received(&broker, "b"), (0..10).collect::<Vec<_>>());
-    assert_eq!(broker.len(), 20, "no duplicate");
+    (broker, draining, deadline)
 }
 
 /// Waits until exactly `expected` pending rows can be locked by another claimer.
@@ -969,25 +985,7 @@ async fn claim_ahead_gives_way_to_a_lease_takeover(db: &TestDb) {
         // No pipelining on SQLite: nothing to give way to.
         return;
     }
-    let (outbox, _clock) = manual_outbox();
-    setup(db, &outbox).await;
-    let broker = InProcessBroker::new();
-    note(db, &outbox, "a", 0, 10).await;
-    note(db, &outbox, "b", 0, 10).await;
-    broker.pause();
-    let mut relay = relay(db, &outbox, &broker, "relay-1")
-        .batch_size(4)
-        .heartbeat_interval(Duration::from_secs(60))
-        .lease_ttl(Duration::from_secs(150))
-        .publish_timeout(Duration::from_secs(60))
-        .build()
-        .unwrap();
-    let draining = tokio::spawn(async move { relay.drain().await });
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while broker.waiting() == 0 {
-        assert!(Instant::now() < deadline, "no batch reached the broker");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let (broker, draining, deadline) = drain_with_a_batch_at_the_broker(db).await;
     // Batch 1 at the broker, batch 2 claimed ahead: both share-lock the relay's leases.
     wait_for_claimable(db, 12, deadline).await;
     let conn = db.conn().clone();

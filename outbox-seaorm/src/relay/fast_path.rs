@@ -48,7 +48,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use outbox_core::publish::Publisher;
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, IsolationLevel, TransactionTrait};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, IsolationLevel};
 use uuid::Uuid;
 
 use super::config::RelayConfig;
@@ -130,7 +130,7 @@ impl<P: Publisher + 'static> FastPath<P> {
                 .await?;
             let held = self.held(&self.db, &rows).await?;
             let marks = self.decide(&mut rows, &held).await;
-            let txn = self.db.begin().await?;
+            let txn = crate::transaction::begin_whole(&self.db, None).await?;
             let report =
                 apply_marks(&self.store, &txn, &rows, &marks, self.outbox.clock().now()).await?;
             txn.commit().await?;
@@ -138,7 +138,7 @@ impl<P: Publisher + 'static> FastPath<P> {
             return Ok(self.report(message_ids.len(), report.published));
         }
         let isolation = (backend == DbBackend::MySql).then_some(IsolationLevel::ReadCommitted);
-        let txn = self.db.begin_with_config(isolation, None).await?;
+        let txn = crate::transaction::begin_whole(&self.db, isolation).await?;
         let mut rows = self
             .store
             .pending_by_message_id(&txn, message_ids, true)

@@ -161,9 +161,7 @@ use outbox_core::Envelope;
 use outbox_core::metric;
 use outbox_core::policy::{Backoff, DeadLetterPolicy, Ordering};
 use outbox_core::publish::{MessageOutcome, PublishError, PublishErrorKind, Publisher};
-use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DbBackend, DbErr, IsolationLevel, TransactionTrait,
-};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, IsolationLevel};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
@@ -768,7 +766,7 @@ impl<P: Publisher + 'static> Relay<P> {
     async fn claim_locked(&self, ahead: bool) -> Result<Option<LockedBatch>, RelayError> {
         let isolation =
             (self.store.backend() == DbBackend::MySql).then_some(IsolationLevel::ReadCommitted);
-        let txn = self.db.begin_with_config(isolation, None).await?;
+        let txn = crate::transaction::begin_whole(&self.db, isolation).await?;
         let now = self.now();
         let owned = if self.leased() {
             let lock = if ahead {
@@ -868,7 +866,7 @@ impl<P: Publisher + 'static> Relay<P> {
         }
         let held = self.held_rows(&self.db, &rows).await?;
         let marks = self.publish(&mut rows, &held).await;
-        let txn = self.db.begin().await?;
+        let txn = crate::transaction::begin_whole(&self.db, None).await?;
         let report = self.apply(&txn, &rows, &marks).await?;
         txn.commit().await?;
         self.count(&rows, &marks);

@@ -522,6 +522,20 @@ impl Store {
         RowDecoder::default().decode_all(&rows)
     }
 
+    /// `UPDATE <outbox>` of rows picked by `seq`; on MariaDB through the primary key
+    /// (`FORCE INDEX (PRIMARY)`). InnoDB may otherwise pick the `status` index for `seq IN
+    /// (…) AND status = 'pending'` (it does on a small table) and lock, while it scans, every
+    /// pending row it passes, releasing the others only afterwards (`READ COMMITTED`). A
+    /// claim running meanwhile (another relay, or this relay's claim ahead) then skips such
+    /// a row as `SKIP LOCKED` and may take the later rows of its aggregate: out of order.
+    fn update_by_seq<'s>(&self, sql: &'s mut Sql) -> &'s mut Sql {
+        sql.push("UPDATE ").table(self.outbox.outbox_table());
+        if self.backend == DbBackend::MySql {
+            sql.push(" FORCE INDEX (PRIMARY)");
+        }
+        sql
+    }
+
     /// `status = 'published'` for pending rows of `seqs`. Returns the rows changed.
     pub(crate) async fn mark_published<C: ConnectionTrait>(
         &self,
@@ -535,8 +549,7 @@ impl Store {
         let c = self.outbox.columns();
         let q = |name: &str| quote(self.backend, name);
         let mut sql = self.sql();
-        sql.push("UPDATE ")
-            .table(self.outbox.outbox_table())
+        self.update_by_seq(&mut sql)
             .push(&format!(
                 " SET {} = 'published', {} = ",
                 q(c.status),
@@ -562,9 +575,7 @@ impl Store {
         let c = self.outbox.columns();
         let q = |name: &str| quote(self.backend, name);
         let mut sql = self.sql();
-        sql.push("UPDATE ")
-            .table(self.outbox.outbox_table())
-            .push(" SET ");
+        self.update_by_seq(&mut sql).push(" SET ");
         match next {
             AfterFailure::RetryAt(at) => {
                 sql.push(&format!("{} = ", q(c.next_attempt_at)))
