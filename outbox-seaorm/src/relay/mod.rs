@@ -968,10 +968,11 @@ impl<P: Publisher + 'static> Relay<P> {
     /// in flight finishes and is marked; then the relay gives up its leases and removes its
     /// instance row, so that the others take over at once.
     ///
-    /// Stop a relay through `shutdown`, not by aborting its task: an aborted task may hand
-    /// a connection back to the pool with its batch transaction still open (sqlx), and that
-    /// transaction's locks then hold up other relays' lease takeovers until the pool reuses
-    /// or closes the connection. A crashed process is fine: its connections close.
+    /// Stop a relay through `shutdown` rather than by aborting its task: an aborted relay
+    /// loses nothing (its batch rolls back, its rows are published again), but it keeps
+    /// its leases until they expire, so its partitions wait for the lease TTL. Its
+    /// transactions are opened on tasks of their own, so an abort never leaves one open on
+    /// a pooled connection.
     ///
     /// # Errors
     /// None today: database errors are retried. The `Result` leaves room for fatal errors.

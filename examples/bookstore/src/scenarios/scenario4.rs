@@ -18,7 +18,7 @@ use outbox_seaorm::inbox::Delivered;
 use outbox_seaorm::relay::Relay;
 use outbox_seaorm::schema::{self, OutboxStatus};
 use outbox_seaorm::{Outbox, record::OutboxRecord};
-use sea_orm::{DatabaseConnection, DbBackend, DbErr};
+use sea_orm::DatabaseConnection;
 use uuid::Uuid;
 
 use super::{Report, expect, outbox_error, relay};
@@ -177,36 +177,6 @@ pub async fn run(env: &Env) -> Result<Scenario4, DemoError> {
     super::staged(env, 4, Outage::None, play).await
 }
 
-/// Relay #1's own pool on PostgreSQL and MariaDB, closed when its "process" dies: a dead
-/// process's connections close and the server rolls its transaction back at once. (An
-/// aborted task alone may hand a connection back to a shared pool with its transaction
-/// still open, and its locks stay until the pool reuses that connection.) On SQLite the
-/// scenario's own pool: the relay holds no transaction while it publishes there.
-async fn own_pool(db: &DatabaseConnection) -> Result<DatabaseConnection, DemoError> {
-    let error = |error: sea_orm::sqlx::Error| DemoError::Database(DbErr::Custom(error.to_string()));
-    Ok(match db.get_database_backend() {
-        DbBackend::Postgres => {
-            let options = db.get_postgres_connection_pool().connect_options();
-            let pool = sea_orm::sqlx::postgres::PgPoolOptions::new()
-                .max_connections(4)
-                .connect_with((*options).clone())
-                .await
-                .map_err(error)?;
-            sea_orm::SqlxPostgresConnector::from_sqlx_postgres_pool(pool)
-        }
-        DbBackend::MySql => {
-            let options = db.get_mysql_connection_pool().connect_options();
-            let pool = sea_orm::sqlx::mysql::MySqlPoolOptions::new()
-                .max_connections(4)
-                .connect_with((*options).clone())
-                .await
-                .map_err(error)?;
-            sea_orm::SqlxMySqlConnector::from_sqlx_mysql_pool(pool)
-        }
-        _ => db.clone(),
-    })
-}
-
 /// Runs `relay` until `published` says the broker took the batch, then aborts it: the
 /// process died between publish and mark.
 async fn crash<P: Publisher + 'static>(
@@ -249,29 +219,19 @@ async fn play(db: &DatabaseConnection, channel: &Channel) -> Result<Scenario4, D
     .map_err(outbox_error)?;
 
     // Relay #1 publishes, then its process dies before it marks the row.
-    let process_1 = own_pool(db).await?;
     let relay_1 = if let Some(broker) = channel.in_process() {
         broker.crash_after_next_publish(AfterPublish::Hang);
-        let relay = relay(&process_1, &outbox, channel.publisher().await?, "relay-1")
+        let relay = relay(db, &outbox, channel.publisher().await?, "relay-1")
             .build()
             .map_err(outbox_error)?;
-        crash(relay, broker.wait_for_published(1, PUBLISH_WAIT)).await
+        crash(relay, broker.wait_for_published(1, PUBLISH_WAIT)).await?
     } else {
         let publisher = Arc::new(CrashAfterPublish::new(channel.publisher().await?));
-        let relay = relay(&process_1, &outbox, Arc::clone(&publisher), "relay-1")
+        let relay = relay(db, &outbox, Arc::clone(&publisher), "relay-1")
             .build()
             .map_err(outbox_error)?;
-        crash(relay, publisher.wait_for_crash(PUBLISH_WAIT)).await
+        crash(relay, publisher.wait_for_crash(PUBLISH_WAIT)).await?
     };
-    // The dead process's connections close, so the server rolls its transaction back.
-    if db.get_database_backend() != DbBackend::Sqlite
-        && tokio::time::timeout(Duration::from_secs(5), process_1.close())
-            .await
-            .is_err()
-    {
-        tracing::warn!("relay #1's pool did not close within 5 s");
-    }
-    let relay_1 = relay_1?;
     let rows = OutboxRecord::list(db, &outbox, 10).await?;
     let pending_after_crash = rows
         .first()
