@@ -518,6 +518,7 @@ async fn run_on(url: &str, args: &InboxArgs) -> Result<(), BoxError> {
         )
     };
     let mut median_lines = Vec::new();
+    let mut spread_lines = Vec::new();
     let mut cpu_lines = Vec::new();
     for &clients in &timing.clients {
         let mut totals: [Option<Measured>; Mode::ALL.len()] = [None; Mode::ALL.len()];
@@ -545,6 +546,7 @@ async fn run_on(url: &str, args: &InboxArgs) -> Result<(), BoxError> {
             line.push_str(&format!("  {}", number(value, 9, 0)));
         }
         let mut medians = format!("{clients:>7}");
+        let mut spreads = format!("{clients:>7}");
         for (x, y) in RATIOS {
             let ratio = rate[x].zip(rate[y]).map(|(x, y)| x / y);
             line.push_str(&format!("  {}", number(ratio, 6, 3)));
@@ -552,11 +554,22 @@ async fn run_on(url: &str, args: &InboxArgs) -> Result<(), BoxError> {
                 .iter()
                 .filter_map(|rates| rates[x].zip(rates[y]).map(|(x, y)| x / y))
                 .collect();
+            let spread = per_round
+                .iter()
+                .copied()
+                .fold(None, |range: Option<(f64, f64)>, r| {
+                    Some(range.map_or((r, r), |(lo, hi)| (lo.min(r), hi.max(r))))
+                });
             let median = (!per_round.is_empty()).then(|| median(per_round));
             medians.push_str(&format!("  {}", number(median, 6, 3)));
+            spreads.push_str(&format!(
+                "  {:>13}",
+                spread.map_or_else(|| "-".to_owned(), |(lo, hi)| format!("{lo:.3}-{hi:.3}"))
+            ));
         }
         println!("{line}");
         median_lines.push(medians);
+        spread_lines.push(spreads);
         let mut cpu = format!("{clients:>7}");
         for total in totals {
             let text = total.map_or_else(|| "-".to_owned(), |m| m.cpu_per_transaction());
@@ -573,6 +586,14 @@ async fn run_on(url: &str, args: &InboxArgs) -> Result<(), BoxError> {
         "clients", "b/a", "b/c", "a/d", "e/b"
     );
     for line in median_lines {
+        println!("{line}");
+    }
+    println!("lowest-highest per-round ratio:");
+    println!(
+        "{:>7}  {:>13}  {:>13}  {:>13}  {:>13}",
+        "clients", "b/a", "b/c", "a/d", "e/b"
+    );
+    for line in spread_lines {
         println!("{line}");
     }
     println!(

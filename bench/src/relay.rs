@@ -84,6 +84,9 @@ pub struct RelayArgs {
     /// drain: runs of each.
     #[arg(long, default_value_t = 2)]
     pub rounds: usize,
+    /// drain: whether the relay pipelines its batches (`RelayBuilder::pipeline`).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub pipeline: bool,
     /// drain: which loops to run (for profiling one at a time); the ratio needs both.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = [DrainMode::Relay, DrainMode::Raw])]
     pub drain_modes: Vec<DrainMode>,
@@ -293,6 +296,7 @@ async fn drain(db: &DatabaseConnection, args: &RelayArgs) -> Result<(), BoxError
     let pool = db.get_postgres_connection_pool().clone();
     let mut relay = Relay::builder(db.clone(), outbox.clone(), Noop)
         .batch_size(args.batch_size)
+        .pipeline(args.pipeline)
         .listen(false)
         .retention(None)
         .build()?;

@@ -939,10 +939,39 @@ async fn drain_with_a_batch_at_the_broker(
     (broker, draining, deadline)
 }
 
-/// Waits until exactly `expected` pending rows can be locked by another claimer.
+/// Waits until exactly `expected` pending rows can be locked by another claimer. On
+/// PostgreSQL it first waits for the relay to have two transactions open (its batch in
+/// flight and its claim ahead): a probe that locked rows while the claim ahead ran would
+/// make it skip them, claim nothing and end the pipelined run (seen once under load). On
+/// MariaDB `information_schema.innodb_trx` did not show both transactions reliably, so
+/// the probe runs at once there.
 async fn wait_for_claimable(db: &TestDb, expected: usize, deadline: Instant) {
     use sea_orm::TransactionTrait as _;
     let backend = db.conn().get_database_backend();
+    if backend == DbBackend::Postgres {
+        loop {
+            let open = db
+                .conn()
+                .query_one_raw(Statement::from_string(
+                    backend,
+                    "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() \
+                     AND state = 'idle in transaction' AND pid <> pg_backend_pid()",
+                ))
+                .await
+                .unwrap()
+                .unwrap()
+                .try_get::<i64>("", "n")
+                .unwrap();
+            if open >= 2 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the next batch was not claimed ahead: {open} transactions open, not 2"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
     // MariaDB: through the primary key, where the relay's locks are.
     let index = if backend == DbBackend::MySql {
         " FORCE INDEX (PRIMARY)"

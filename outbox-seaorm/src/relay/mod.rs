@@ -383,6 +383,14 @@ impl<P: Publisher + 'static> RelayBuilder<P> {
     /// batch *n* wait. A crash can leave two batches published but unmarked (both are
     /// published again, with the same message ids), against one without pipelining.
     ///
+    /// Claiming ahead pays only when publishing takes time: the relay measures each batch
+    /// and claims ahead while a batch's publishing takes at least an eighth of the database
+    /// work of a batch (its mark and the next claim); with a broker faster than that it runs
+    /// its batches one after the other, which costs the database less (a second open
+    /// transaction and a claim beside the batch in flight cost about 5–8 % of the drain
+    /// throughput with a no-op publisher), and it goes back to claiming ahead as soon as
+    /// the broker slows down.
+    ///
     /// It is used only when the connection pool has room for it (`max_connections` at
     /// least 2, plus 1 for the `LISTEN` connection), and never with
     /// [`check_head`](Self::check_head) or on SQLite.

@@ -16,7 +16,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
@@ -30,16 +30,43 @@ use super::config::RelayConfig;
 use super::store::ClaimedRow;
 use super::{BatchReport, LockedBatch, Mark, Relay, RelayError, RelayReport, decide};
 
-/// Publishes `rows` (see [`decide`]) and hands them back with their marks.
+/// Publishes `rows` (see [`decide`]) and hands them back with their marks and how long the
+/// publishing took.
 async fn publish_owned<P: Publisher + 'static>(
     publisher: Arc<P>,
     config: RelayConfig,
     now: DateTime<Utc>,
     mut rows: Vec<ClaimedRow>,
     held: HashSet<i64>,
-) -> (Vec<ClaimedRow>, Vec<Mark>) {
+) -> (Vec<ClaimedRow>, Vec<Mark>, Duration) {
+    let started = Instant::now();
     let marks = decide(&mut rows, &held, &config, now, &*publisher).await;
-    (rows, marks)
+    (rows, marks, started.elapsed())
+}
+
+/// Whether claiming ahead pays: only when publishing a batch takes a noticeable share of
+/// the database work of a batch (its mark and the next claim). Claiming ahead costs a
+/// second open transaction and a claim that runs beside the batch in flight (measured on
+/// PostgreSQL with a no-op publisher: about 5–8 % of the drain throughput), and it gains
+/// the overlap of the publishing with the database work. So a relay whose broker answers
+/// within an eighth of the database time of a batch runs its batches one after the other;
+/// it goes back to claiming ahead as soon as a batch's publishing takes longer.
+#[derive(Debug, Clone, Copy)]
+struct Overlap {
+    publish: Duration,
+    database: Duration,
+}
+
+impl Overlap {
+    /// Before anything is measured: claim ahead.
+    const UNKNOWN: Self = Self {
+        publish: Duration::MAX,
+        database: Duration::ZERO,
+    };
+
+    fn claim_ahead(self) -> bool {
+        self.publish.saturating_mul(8) >= self.database
+    }
 }
 
 /// When a pipelined run stops claiming further batches.
@@ -130,6 +157,7 @@ impl<P: Publisher + 'static> Relay<P> {
         let mut previous: Option<Published> = None;
         // Aggregates whose rows did not all get through in the previous batch.
         let mut stopped: HashSet<Key> = HashSet::new();
+        let mut overlap = Overlap::UNKNOWN;
         let mut current = this.claim_in_flight(false).await?;
         while let Some(mut flight) = current.take() {
             let held = this.behind(&stopped, &flight.batch.rows);
@@ -137,6 +165,7 @@ impl<P: Publisher + 'static> Relay<P> {
             let go_on = (full || until == Until::Drained)
                 && !this.refresh_due()
                 && !shutdown.is_some_and(CancellationToken::is_cancelled);
+            let ahead = overlap.claim_ahead();
             // The publishing runs as a task of its own, so that its CPU work (encoding,
             // the client) and the database side's (decoding the next claim) can use two
             // cores.
@@ -151,6 +180,7 @@ impl<P: Publisher + 'static> Relay<P> {
                 .instrument(flight.span.clone()),
             );
             let database = async {
+                let started = Instant::now();
                 let finished = match previous.take() {
                     Some(published) => Some(this.finish_in_flight(published).await),
                     None => None,
@@ -160,17 +190,21 @@ impl<P: Publisher + 'static> Relay<P> {
                     Some(Err(_)) => false,
                     None => true,
                 };
-                let next = if go_on && progress {
+                let next = if ahead && go_on && progress {
                     Some(this.claim_in_flight(true).await)
                 } else {
                     None
                 };
-                (finished, next)
+                (finished, next, started.elapsed())
             };
-            let (published, (finished, next)) = tokio::join!(publish, database);
+            let (published, (finished, next, database_time)) = tokio::join!(publish, database);
             let marks = match published {
-                Ok((rows, marks)) => {
+                Ok((rows, marks, publish_time)) => {
                     flight.batch.rows = rows;
+                    overlap.publish = publish_time;
+                    if ahead {
+                        overlap.database = database_time;
+                    }
                     marks
                 }
                 // A publisher that panics takes the relay down as it would without
@@ -194,6 +228,27 @@ impl<P: Publisher + 'static> Relay<P> {
                 Some(Ok(next)) => current = next,
                 Some(Err(error)) => {
                     failure.get_or_insert(error);
+                }
+                None if !ahead && go_on && failure.is_none() => {
+                    // One batch after the other: mark this one, then claim the next.
+                    let started = Instant::now();
+                    if let Some(published) = previous.take() {
+                        match this.finish_in_flight(published).await {
+                            Ok(report) => {
+                                total.add(&report);
+                                if report.made_progress() {
+                                    match this.claim_in_flight(false).await {
+                                        Ok(next) => current = next,
+                                        Err(error) => failure = Some(error),
+                                    }
+                                }
+                            }
+                            Err(error) => failure = Some(error),
+                        }
+                    }
+                    overlap.database = started.elapsed();
+                    // Nothing of this batch waits for the next one any more.
+                    stopped.clear();
                 }
                 None => {}
             }

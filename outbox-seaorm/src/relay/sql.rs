@@ -91,6 +91,24 @@ impl Sql {
         self
     }
 
+    /// Appends `<column> = ANY(CAST($n AS bigint[]))` on PostgreSQL (one array parameter:
+    /// an index scan with the array as its condition, no join against an `unnest`), `<column>
+    /// IN (…)` elsewhere (see [`seq_list`](Self::seq_list)).
+    pub(crate) fn seq_in(&mut self, column: &str, seqs: &[i64]) -> &mut Self {
+        if self.backend == DbBackend::Postgres {
+            self.text.push_str(column);
+            self.text.push_str(" = ANY(CAST(");
+            self.bind(Value::String(Some(pg_bigint_array(seqs))));
+            self.text.push_str(" AS bigint[]))");
+            return self;
+        }
+        self.text.push_str(column);
+        self.text.push_str(" IN (");
+        self.seq_list(seqs);
+        self.text.push(')');
+        self
+    }
+
     /// Appends a comma-separated list of placeholders bound to strings.
     pub(crate) fn string_list<S: AsRef<str>>(&mut self, items: &[S]) -> &mut Self {
         for (i, item) in items.iter().enumerate() {
@@ -259,5 +277,16 @@ mod tests {
             statement.values.unwrap().0,
             vec![Value::String(Some("{7,8,9}".to_owned()))]
         );
+        let mut sql = Sql::new(DbBackend::Postgres);
+        sql.seq_in("\"seq\"", &[7, 8]);
+        let statement = sql.build();
+        assert_eq!(statement.sql, r#""seq" = ANY(CAST($1 AS bigint[]))"#);
+        assert_eq!(
+            statement.values.unwrap().0,
+            vec![Value::String(Some("{7,8}".to_owned()))]
+        );
+        let mut sql = Sql::new(DbBackend::MySql);
+        sql.seq_in("`seq`", &[7, 8, 9]);
+        assert_eq!(sql.build().sql, "`seq` IN (?, ?, ?, ?)");
     }
 }

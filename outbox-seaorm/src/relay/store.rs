@@ -363,9 +363,8 @@ impl Store {
         .bind(self.ts(claim.now))
         .push(")");
         if let Some(partitions) = claim.partitions {
-            sql.push(&format!(" AND o.{} IN (", q(c.partition)))
-                .int_list(partitions)
-                .push(")");
+            sql.push(" AND ");
+            partition_condition(sql, &format!("o.{}", q(c.partition)), partitions);
         }
         let keyed = claim.worker_keys.is_some();
         if let Some(keys) = claim.worker_keys {
@@ -374,7 +373,24 @@ impl Store {
                 .push(")");
         }
         if claim.ordered {
-            sql.push(&format!(" AND NOT EXISTS (SELECT 1 FROM {table} b WHERE "));
+            // On PostgreSQL each per-row check sits behind a check of the whole table
+            // that runs once per claim (an `InitPlan` on a small partial index): with no
+            // row in backoff (or none dead or failed) anywhere, the per-row check is not
+            // evaluated at all.
+            let guarded = self.backend == DbBackend::Postgres;
+            sql.push(" AND (");
+            if guarded {
+                sql.push(&format!(
+                    "NOT EXISTS (SELECT 1 FROM {table} r WHERE r.{status} = 'pending' \
+                     AND r.{attempts} > 0 AND r.{next} > ",
+                    status = q(c.status),
+                    attempts = q(c.attempts),
+                    next = q(c.next_attempt_at)
+                ))
+                .bind(self.ts(claim.now))
+                .push(") OR ");
+            }
+            sql.push(&format!("NOT EXISTS (SELECT 1 FROM {table} b WHERE "));
             self.same_aggregate_before(sql, "b", &[OutboxStatus::Pending], keyed);
             sql.push(&format!(
                 " AND b.{} > 0 AND b.{} > ",
@@ -382,11 +398,23 @@ impl Store {
                 q(c.next_attempt_at)
             ))
             .bind(self.ts(claim.now))
-            .push(")");
+            .push("))");
             if claim.dead_letters == DeadLetterPolicy::Block {
-                sql.push(&format!(" AND NOT EXISTS (SELECT 1 FROM {table} d WHERE "));
+                sql.push(" AND (");
+                if guarded {
+                    let holding = HOLDING
+                        .iter()
+                        .map(|status| format!("'{}'", status.as_str()))
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    sql.push(&format!(
+                        "NOT EXISTS (SELECT 1 FROM {table} h WHERE h.{} IN ({holding})) OR ",
+                        q(c.status)
+                    ));
+                }
+                sql.push(&format!("NOT EXISTS (SELECT 1 FROM {table} d WHERE "));
                 self.same_aggregate_before(sql, "d", HOLDING, keyed);
-                sql.push(")");
+                sql.push("))");
             }
         }
     }
@@ -556,9 +584,9 @@ impl Store {
                 q(c.published_at)
             ))
             .bind(self.ts(now))
-            .push(&format!(" WHERE {} IN (", q(c.seq)))
-            .seq_list(seqs)
-            .push(&format!(") AND {} = 'pending'", q(c.status)));
+            .push(" WHERE ")
+            .seq_in(&q(c.seq), seqs)
+            .push(&format!(" AND {} = 'pending'", q(c.status)));
         Ok(conn.execute_raw(sql.build()).await?.rows_affected())
     }
 
@@ -887,6 +915,42 @@ struct RowDecoder {
 }
 
 /// A column value that failed to decode.
+/// Appends the condition that `column` (a partition number) is one of `partitions`: runs
+/// of consecutive numbers as `BETWEEN` (a relay usually owns a few such runs; a relay alone
+/// owns them all, `BETWEEN 0 AND n − 1`), or an `IN` list when they are scattered. An `IN`
+/// list is a linear search per row, which cost about 0.2 ms per claim of 500 rows with 64
+/// partitions on PostgreSQL.
+fn partition_condition(sql: &mut Sql, column: &str, partitions: &[i32]) {
+    let mut sorted = partitions.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut runs: Vec<(i32, i32)> = Vec::new();
+    for partition in sorted.iter().copied() {
+        match runs.last_mut() {
+            Some((_, last)) if last.checked_add(1) == Some(partition) => *last = partition,
+            _ => runs.push((partition, partition)),
+        }
+    }
+    if runs.is_empty() || runs.len() > 4 {
+        sql.push(&format!("{column} IN ("));
+        if sorted.is_empty() {
+            sql.push("NULL");
+        } else {
+            sql.int_list(&sorted);
+        }
+        sql.push(")");
+        return;
+    }
+    sql.push("(");
+    for (i, (first, last)) in runs.iter().enumerate() {
+        if i > 0 {
+            sql.push(" OR ");
+        }
+        sql.push(&format!("{column} BETWEEN {first} AND {last}"));
+    }
+    sql.push(")");
+}
+
 fn column_error(index: usize, error: impl std::fmt::Display) -> DbErr {
     DbErr::Type(format!("outbox column #{index}: {error}"))
 }
@@ -1118,6 +1182,27 @@ impl RowDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn partitions_as_runs_or_a_list() {
+        let condition = |partitions: &[i32]| {
+            let mut sql = Sql::new(DbBackend::Postgres);
+            partition_condition(&mut sql, "p", partitions);
+            sql.build().sql
+        };
+        let all: Vec<i32> = (0..64).collect();
+        assert_eq!(condition(&all), "(p BETWEEN 0 AND 63)");
+        assert_eq!(
+            condition(&[9, 3, 2, 4, 8, 20]),
+            "(p BETWEEN 2 AND 4 OR p BETWEEN 8 AND 9 OR p BETWEEN 20 AND 20)"
+        );
+        assert_eq!(condition(&[1, 3, 5, 7, 9]), "p IN (1, 3, 5, 7, 9)");
+        assert_eq!(condition(&[]), "p IN (NULL)");
+        assert_eq!(
+            condition(&[i32::MAX, i32::MAX - 1]),
+            format!("(p BETWEEN {} AND {})", i32::MAX - 1, i32::MAX)
+        );
+    }
 
     #[test]
     fn claim_sql_per_backend() {
