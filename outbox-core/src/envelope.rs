@@ -411,6 +411,12 @@ fn check_event_type<E: IntegrationEvent>(found: &str) -> Result<(), DecodeError>
 }
 
 fn decode_payload<E: IntegrationEvent>(payload: &serde_json::Value) -> Result<E, DecodeError> {
+    // A valid payload goes through plain serde; only a failure is decoded again with
+    // `serde_path_to_error`, which finds the offending field but allocates a string for
+    // every map key it passes.
+    if let Ok(event) = E::deserialize(payload) {
+        return Ok(event);
+    }
     serde_path_to_error::deserialize(payload).map_err(|error| {
         let path = error.path().to_string();
         let message = error.into_inner().to_string();
