@@ -191,6 +191,9 @@ trait Broker {
     fn name(&self) -> String;
     /// Name in the summary.
     fn short_name(&self) -> &'static str;
+    /// The broker server's process name on this machine (`/proc/<pid>/comm`), for the CPU
+    /// split.
+    fn server_process(&self) -> &'static str;
     /// Creates destination `id` (stream, key, topic or queue), so that published messages
     /// are kept for the consumers.
     async fn create(&self, id: &str) -> Result<(), BoxError>;
@@ -354,6 +357,10 @@ impl Broker for Nats {
         "nats"
     }
 
+    fn server_process(&self) -> &'static str {
+        "nats-server"
+    }
+
     fn name(&self) -> String {
         format!("NATS JetStream ({}, file storage)", self.url)
     }
@@ -512,6 +519,10 @@ impl Broker for Redis {
 
     fn short_name(&self) -> &'static str {
         "redis"
+    }
+
+    fn server_process(&self) -> &'static str {
+        "redis-server"
     }
 
     fn name(&self) -> String {
@@ -716,6 +727,10 @@ impl Broker for Rabbit {
 
     fn short_name(&self) -> &'static str {
         "rabbitmq"
+    }
+
+    fn server_process(&self) -> &'static str {
+        "beam.smp"
     }
 
     fn name(&self) -> String {
@@ -992,6 +1007,10 @@ impl Broker for Kafka {
 
     fn short_name(&self) -> &'static str {
         "kafka"
+    }
+
+    fn server_process(&self) -> &'static str {
+        "tansu"
     }
 
     fn name(&self) -> String {
@@ -1337,7 +1356,7 @@ impl Bench {
         &self,
         broker: &B,
         mode: Mode,
-    ) -> Result<Duration, BoxError> {
+    ) -> Result<(Duration, CpuSplit), BoxError> {
         let (rows, batch) = (self.args.rows, self.args.batch_size);
         if matches!(
             mode,
@@ -1347,6 +1366,7 @@ impl Bench {
         }
         let id = fresh_id();
         broker.create(&id).await?;
+        let before = CpuSplit::now(broker.server_process());
         let (published, took) = match mode {
             Mode::Framework => {
                 let mut relay = self.relay(broker.framework(&id).await?, "bench-brokers")?;
@@ -1402,11 +1422,13 @@ impl Bench {
                 (self.rows.len(), started.elapsed())
             }
         };
+        // (Setting up and stopping the relays is counted too: small next to the rows.)
+        let spent = CpuSplit::now(broker.server_process()).since(before);
         broker.delete(&id).await?;
         if published != rows {
             return Err(format!("{mode:?}: published {published} of {rows} rows").into());
         }
-        Ok(took)
+        Ok((took, spent))
     }
 
     async fn publish_part<B: Broker>(&self, broker: &B) -> Result<PublishRates, BoxError> {
@@ -1445,12 +1467,14 @@ impl Bench {
             "f2/min"
         );
         let mut rates: [Vec<f64>; MODES.len()] = Default::default();
+        let mut cpu = [CpuSplit::default(); MODES.len()];
         for round in 0..self.args.rounds.max(1) {
             let mut row = [0.0; MODES.len()];
             for k in 0..MODES.len() {
                 let which = (k + round) % MODES.len();
-                let took = self.measure_publish(broker, MODES[which]).await?;
+                let (took, spent) = self.measure_publish(broker, MODES[which]).await?;
                 row[which] = rows as f64 / took.as_secs_f64();
+                cpu[which] = cpu[which].add(spent);
             }
             line(&round.to_string(), &row);
             for (all, rate) in rates.iter_mut().zip(row) {
@@ -1464,6 +1488,19 @@ impl Bench {
             "relay / min(raw drain, raw publish) = {ratio:.3} (target >= 0.80) {}",
             if ratio >= 0.80 { "met" } else { "MISSED" }
         );
+        let published = (rows * self.args.rounds.max(1)) as f64;
+        println!(
+            "CPU per row, µs: this process (relay or raw client) + PostgreSQL (every `postgres` \
+             process) + broker server (`{}`):",
+            broker.server_process()
+        );
+        let labels = ["(f)", "(d)", "(p)", "(r)", "(q)", "(f2)"];
+        let split: Vec<String> = labels
+            .iter()
+            .zip(cpu)
+            .map(|(label, cpu)| format!("{label} {}", cpu.per_row(published)))
+            .collect();
+        println!("  {}", split.join("   "));
         Ok(medians)
     }
 
@@ -1812,4 +1849,85 @@ fn summary(figures: &[Figures]) {
             c[2]
         );
     }
+}
+
+/// CPU time of this process, of every local PostgreSQL process and of the broker server's
+/// processes, from `/proc/<pid>/task/*/schedstat`: where a relay's time goes when the
+/// database, the broker and the relay share the machine's cores.
+#[derive(Debug, Clone, Copy, Default)]
+struct CpuSplit {
+    client: Duration,
+    database: Duration,
+    broker: Duration,
+}
+
+impl CpuSplit {
+    fn now(broker_process: &str) -> Self {
+        Self {
+            client: process_cpu("self"),
+            database: processes_cpu("postgres"),
+            broker: processes_cpu(broker_process),
+        }
+    }
+
+    fn since(self, before: Self) -> Self {
+        Self {
+            client: self.client.saturating_sub(before.client),
+            database: self.database.saturating_sub(before.database),
+            broker: self.broker.saturating_sub(before.broker),
+        }
+    }
+
+    fn add(self, other: Self) -> Self {
+        Self {
+            client: self.client + other.client,
+            database: self.database + other.database,
+            broker: self.broker + other.broker,
+        }
+    }
+
+    /// `client+database+broker` in microseconds per row.
+    fn per_row(self, rows: f64) -> String {
+        let us = |cpu: Duration| cpu.as_secs_f64() * 1e6 / rows.max(1.0);
+        format!(
+            "{:.1}+{:.1}+{:.1}",
+            us(self.client),
+            us(self.database),
+            us(self.broker)
+        )
+    }
+}
+
+/// CPU time of every thread of process `pid` (`self` for this one); zero when unreadable.
+fn process_cpu(pid: &str) -> Duration {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Duration::ZERO;
+    };
+    let nanos: u64 = tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|text| text.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    Duration::from_nanos(nanos)
+}
+
+/// CPU time of every process named `name` (a process that ended meanwhile drops out, which
+/// the short-lived ones here do not).
+fn processes_cpu(name: &str) -> Duration {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Duration::ZERO;
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|entry| {
+            entry
+                .file_name()
+                .to_str()
+                .is_some_and(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .filter(|entry| {
+            std::fs::read_to_string(entry.path().join("comm")).is_ok_and(|comm| comm.trim() == name)
+        })
+        .filter_map(|entry| entry.file_name().to_str().map(process_cpu))
+        .sum()
 }

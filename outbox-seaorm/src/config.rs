@@ -41,6 +41,7 @@ use outbox_core::EnvelopeConfig;
 use outbox_core::clock::{Clock, SystemClock};
 use outbox_core::name::{EventTypeError, WorkerKeyError};
 
+use crate::inbox::InboxInsertSql;
 use crate::job::Job;
 use crate::partition::DEFAULT_PARTITIONS;
 use crate::table::{
@@ -85,6 +86,8 @@ struct Settings {
     trace_source: TraceContextSource,
     /// The outbox `INSERT` text per backend, built on first use.
     insert_sql: InsertSql,
+    /// The inbox `INSERT` text per backend, built on first use.
+    inbox_insert_sql: InboxInsertSql,
     /// Job entries by event type.
     jobs: BTreeMap<String, Job>,
 }
@@ -344,6 +347,7 @@ impl OutboxBuilder {
             sqlite_begin_immediate: self.sqlite_begin_immediate,
             trace_source: self.trace_source,
             insert_sql: InsertSql::default(),
+            inbox_insert_sql: InboxInsertSql::default(),
             jobs,
         })))
     }
@@ -369,6 +373,7 @@ impl Default for Outbox {
             sqlite_begin_immediate: defaults.sqlite_begin_immediate,
             trace_source: defaults.trace_source,
             insert_sql: InsertSql::default(),
+            inbox_insert_sql: InboxInsertSql::default(),
             jobs: BTreeMap::new(),
         }))
     }
@@ -472,6 +477,10 @@ impl Outbox {
 
     pub(crate) fn insert_sql(&self) -> &InsertSql {
         &self.0.insert_sql
+    }
+
+    pub(crate) fn inbox_insert_sql(&self) -> &InboxInsertSql {
+        &self.0.inbox_insert_sql
     }
 
     /// Whether SQLite units of work begin with `BEGIN IMMEDIATE`.

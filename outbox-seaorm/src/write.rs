@@ -206,8 +206,30 @@ pub(crate) fn chunk(
 /// the whole statement.
 #[derive(Debug, Default)]
 pub(crate) struct InsertSql {
-    /// PostgreSQL, MariaDB, SQLite.
-    backends: [OnceLock<BackendInsertSql>; 3],
+    backends: PerBackend<BackendInsertSql>,
+}
+
+/// A value per backend (PostgreSQL, MariaDB, SQLite), built on first use: the statement
+/// texts an [`Outbox`] keeps.
+#[derive(Debug)]
+pub(crate) struct PerBackend<T>([OnceLock<T>; 3]);
+
+impl<T> Default for PerBackend<T> {
+    fn default() -> Self {
+        Self([OnceLock::new(), OnceLock::new(), OnceLock::new()])
+    }
+}
+
+impl<T> PerBackend<T> {
+    /// The value for `backend`, built by `init` the first time.
+    pub(crate) fn get_or_init(&self, backend: DbBackend, init: impl FnOnce() -> T) -> &T {
+        let index = match backend {
+            DbBackend::Postgres => 0,
+            DbBackend::MySql => 1,
+            _ => 2,
+        };
+        self.0[index].get_or_init(init)
+    }
 }
 
 #[derive(Debug)]
@@ -220,12 +242,7 @@ struct BackendInsertSql {
 
 impl InsertSql {
     fn get(&self, backend: DbBackend, outbox: &Outbox) -> &BackendInsertSql {
-        let index = match backend {
-            DbBackend::Postgres => 0,
-            DbBackend::MySql => 1,
-            _ => 2,
-        };
-        self.backends[index].get_or_init(|| {
+        self.backends.get_or_init(backend, || {
             let prefix = insert_prefix(backend, outbox);
             let mut one_row = prefix.clone();
             push_row(&mut one_row, backend, 0);

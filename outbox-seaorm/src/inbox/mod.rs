@@ -76,6 +76,7 @@ pub use consumer::{
     Delivered, RedeliveryReport, UnknownEvents, metric,
 };
 pub use registration::HandlerRegistration;
+pub(crate) use row::InboxInsertSql;
 
 use crate::config::Outbox;
 use crate::error::CommitError;

@@ -1,23 +1,29 @@
 //! The inbox row insert and the handler span.
 
 use outbox_core::Envelope;
-use sea_orm::{ConnectionTrait, DbBackend, DbErr};
+use sea_orm::{ConnectionTrait, DbBackend, DbErr, Statement, Value};
 
 use crate::config::Outbox;
 use crate::relay::sql::{self, Sql, quote};
 use crate::table::inbox_columns as col;
+use crate::write::PerBackend;
 
-/// Inserts `(message_id, consumer)` unless present; `true` when inserted. On PostgreSQL
-/// and MariaDB a concurrent insert of the same key waits for the first transaction and
-/// then sees the conflict; SQLite has one writer at a time.
-pub(crate) async fn insert<C: ConnectionTrait>(
-    db: &C,
-    outbox: &Outbox,
-    consumer: &str,
-    envelope: &Envelope,
-) -> Result<bool, DbErr> {
-    let backend = db.get_database_backend();
-    let now = outbox.clock().now();
+/// The text of the inbox `INSERT` per backend (PostgreSQL, MariaDB, SQLite), built on first
+/// use: every consumer transaction sends it, and building it each time (quoting the table
+/// and five columns) was about 5 % of the client's instructions per transaction.
+#[derive(Debug, Default)]
+pub(crate) struct InboxInsertSql(PerBackend<String>);
+
+impl InboxInsertSql {
+    fn text(&self, backend: DbBackend, outbox: &Outbox) -> &str {
+        self.0.get_or_init(backend, || insert_text(backend, outbox))
+    }
+}
+
+/// `INSERT INTO <inbox> (message_id, consumer, event_type, received_at, processed_at)
+/// VALUES (<5 placeholders>)`, `ON CONFLICT DO NOTHING` (PostgreSQL, SQLite) or `INSERT
+/// IGNORE` (MariaDB).
+fn insert_text(backend: DbBackend, outbox: &Outbox) -> String {
     let mut statement = Sql::new(backend);
     statement.push(if backend == DbBackend::MySql {
         // `ON DUPLICATE KEY UPDATE` reports a found row as affected when the connection
@@ -42,19 +48,41 @@ pub(crate) async fn insert<C: ConnectionTrait>(
         statement.push(&quote(backend, name));
     }
     statement.push(") VALUES (");
-    statement
-        .bind(sql::uuid(backend, envelope.message_id))
-        .push(", ");
-    statement.bind(sql::text(consumer)).push(", ");
-    statement
-        .bind(sql::text(envelope.event_type.as_str()))
-        .push(", ");
-    statement.bind(sql::timestamp(backend, now)).push(", ");
-    statement.bind(sql::timestamp(backend, now)).push(")");
+    for i in 0..columns.len() {
+        if i > 0 {
+            statement.push(", ");
+        }
+        // Placeholders only: the values are bound per message.
+        statement.bind(Value::Int(None));
+    }
+    statement.push(")");
     if backend != DbBackend::MySql {
         statement.push(" ON CONFLICT DO NOTHING");
     }
-    let result = db.execute_raw(statement.build()).await?;
+    statement.build().sql
+}
+
+/// Inserts `(message_id, consumer)` unless present; `true` when inserted. On PostgreSQL
+/// and MariaDB a concurrent insert of the same key waits for the first transaction and
+/// then sees the conflict; SQLite has one writer at a time.
+pub(crate) async fn insert<C: ConnectionTrait>(
+    db: &C,
+    outbox: &Outbox,
+    consumer: &str,
+    envelope: &Envelope,
+) -> Result<bool, DbErr> {
+    let backend = db.get_database_backend();
+    let now = outbox.clock().now();
+    let text = outbox.inbox_insert_sql().text(backend, outbox);
+    let values = vec![
+        sql::uuid(backend, envelope.message_id),
+        sql::text(consumer),
+        sql::text(envelope.event_type.as_str()),
+        sql::timestamp(backend, now),
+        sql::timestamp(backend, now),
+    ];
+    let statement = Statement::from_sql_and_values(backend, text, values);
+    let result = db.execute_raw(statement).await?;
     Ok(result.rows_affected() == 1)
 }
 
@@ -76,4 +104,30 @@ pub(crate) fn handler_span(consumer: &str, handler: &str, envelope: &Envelope) -
         let _ = span.set_parent(parent);
     }
     span
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn insert_text_per_backend() {
+        let outbox = Outbox::default();
+        assert_eq!(
+            insert_text(DbBackend::Postgres, &outbox),
+            r#"INSERT INTO "inbox" ("message_id", "consumer", "event_type", "received_at", "processed_at") VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING"#
+        );
+        assert_eq!(
+            insert_text(DbBackend::MySql, &outbox),
+            "INSERT IGNORE INTO `inbox` (`message_id`, `consumer`, `event_type`, `received_at`, `processed_at`) VALUES (?, ?, ?, ?, ?)"
+        );
+        let cached = InboxInsertSql::default();
+        let first = cached.text(DbBackend::Sqlite, &outbox).as_ptr();
+        assert_eq!(cached.text(DbBackend::Sqlite, &outbox).as_ptr(), first);
+        assert!(
+            cached
+                .text(DbBackend::Sqlite, &outbox)
+                .ends_with("VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING")
+        );
+    }
 }
