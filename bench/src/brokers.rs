@@ -1864,7 +1864,7 @@ struct CpuSplit {
 impl CpuSplit {
     fn now(broker_process: &str) -> Self {
         Self {
-            client: process_cpu("self"),
+            client: crate::task_cpu("self").unwrap_or_default(),
             database: processes_cpu("postgres"),
             broker: processes_cpu(broker_process),
         }
@@ -1898,19 +1898,6 @@ impl CpuSplit {
     }
 }
 
-/// CPU time of every thread of process `pid` (`self` for this one); zero when unreadable.
-fn process_cpu(pid: &str) -> Duration {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return Duration::ZERO;
-    };
-    let nanos: u64 = tasks
-        .filter_map(Result::ok)
-        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
-        .filter_map(|text| text.split_whitespace().next()?.parse::<u64>().ok())
-        .sum();
-    Duration::from_nanos(nanos)
-}
-
 /// CPU time of every process named `name` (a process that ended meanwhile drops out, which
 /// the short-lived ones here do not).
 fn processes_cpu(name: &str) -> Duration {
@@ -1928,6 +1915,6 @@ fn processes_cpu(name: &str) -> Duration {
         .filter(|entry| {
             std::fs::read_to_string(entry.path().join("comm")).is_ok_and(|comm| comm.trim() == name)
         })
-        .filter_map(|entry| entry.file_name().to_str().map(process_cpu))
+        .filter_map(|entry| entry.file_name().to_str().and_then(crate::task_cpu))
         .sum()
 }

@@ -282,17 +282,6 @@ struct CpuClocks {
     backends: Vec<u32>,
 }
 
-fn task_cpu(pid: &str) -> Option<Duration> {
-    let mut total = 0u64;
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
-        let Ok(text) = std::fs::read_to_string(task.ok()?.path().join("schedstat")) else {
-            continue; // the thread ended meanwhile
-        };
-        total += text.split_whitespace().next()?.parse::<u64>().ok()?;
-    }
-    Some(Duration::from_nanos(total))
-}
-
 impl CpuClocks {
     async fn new(pool: &PgPool) -> Result<Self, BoxError> {
         let pids: Vec<i32> = sqlx::query_scalar(
@@ -318,7 +307,7 @@ impl CpuClocks {
     }
 
     fn client(&self) -> Option<Duration> {
-        task_cpu("self")
+        crate::task_cpu("self")
     }
 
     fn server(&self) -> Option<Duration> {
@@ -327,7 +316,7 @@ impl CpuClocks {
         }
         self.backends
             .iter()
-            .map(|pid| task_cpu(&pid.to_string()))
+            .map(|pid| crate::task_cpu(&pid.to_string()))
             .sum()
     }
 }

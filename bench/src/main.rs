@@ -121,6 +121,19 @@ impl ScratchDatabase {
     }
 }
 
+/// CPU time so far of every thread of process `pid` (`self` for this one), from
+/// `/proc/<pid>/task/*/schedstat`; `None` when the process cannot be read.
+pub fn task_cpu(pid: &str) -> Option<std::time::Duration> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let Ok(text) = std::fs::read_to_string(task.ok()?.path().join("schedstat")) else {
+            continue; // the thread ended meanwhile
+        };
+        total += text.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(std::time::Duration::from_nanos(total))
+}
+
 /// The single `bigint` of `query`.
 pub async fn count(pool: &sea_orm::sqlx::PgPool, query: &'static str) -> Result<i64, BoxError> {
     let row: (i64,) = sea_orm::sqlx::query_as(query).fetch_one(pool).await?;

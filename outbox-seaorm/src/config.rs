@@ -35,13 +35,13 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use outbox_core::EnvelopeConfig;
 use outbox_core::clock::{Clock, SystemClock};
 use outbox_core::name::{EventTypeError, WorkerKeyError};
+use sea_orm::DbBackend;
 
-use crate::inbox::InboxInsertSql;
 use crate::job::Job;
 use crate::partition::DEFAULT_PARTITIONS;
 use crate::table::{
@@ -87,7 +87,7 @@ struct Settings {
     /// The outbox `INSERT` text per backend, built on first use.
     insert_sql: InsertSql,
     /// The inbox `INSERT` text per backend, built on first use.
-    inbox_insert_sql: InboxInsertSql,
+    inbox_insert_sql: PerBackend<String>,
     /// Job entries by event type.
     jobs: BTreeMap<String, Job>,
 }
@@ -347,7 +347,7 @@ impl OutboxBuilder {
             sqlite_begin_immediate: self.sqlite_begin_immediate,
             trace_source: self.trace_source,
             insert_sql: InsertSql::default(),
-            inbox_insert_sql: InboxInsertSql::default(),
+            inbox_insert_sql: PerBackend::default(),
             jobs,
         })))
     }
@@ -373,7 +373,7 @@ impl Default for Outbox {
             sqlite_begin_immediate: defaults.sqlite_begin_immediate,
             trace_source: defaults.trace_source,
             insert_sql: InsertSql::default(),
-            inbox_insert_sql: InboxInsertSql::default(),
+            inbox_insert_sql: PerBackend::default(),
             jobs: BTreeMap::new(),
         }))
     }
@@ -479,7 +479,7 @@ impl Outbox {
         &self.0.insert_sql
     }
 
-    pub(crate) fn inbox_insert_sql(&self) -> &InboxInsertSql {
+    pub(crate) fn inbox_insert_sql(&self) -> &PerBackend<String> {
         &self.0.inbox_insert_sql
     }
 
@@ -504,6 +504,29 @@ impl Outbox {
     /// Every job entry, by event type.
     pub fn jobs(&self) -> impl Iterator<Item = &Job> {
         self.0.jobs.values()
+    }
+}
+
+/// A value per backend (PostgreSQL, MariaDB, SQLite), built on first use: the statement
+/// texts an [`Outbox`] keeps (the outbox and inbox `INSERT`s).
+#[derive(Debug)]
+pub(crate) struct PerBackend<T>([OnceLock<T>; 3]);
+
+impl<T> Default for PerBackend<T> {
+    fn default() -> Self {
+        Self([OnceLock::new(), OnceLock::new(), OnceLock::new()])
+    }
+}
+
+impl<T> PerBackend<T> {
+    /// The value for `backend`, built by `init` the first time.
+    pub(crate) fn get_or_init(&self, backend: DbBackend, init: impl FnOnce() -> T) -> &T {
+        let index = match backend {
+            DbBackend::Postgres => 0,
+            DbBackend::MySql => 1,
+            _ => 2,
+        };
+        self.0[index].get_or_init(init)
     }
 }
 

@@ -2,15 +2,13 @@
 //! [`UnitOfWork::commit`](crate::UnitOfWork::commit), so no public API writes an outbox row
 //! outside the business transaction.
 
-use std::sync::OnceLock;
-
 use chrono::{DateTime, Utc};
 use outbox_core::Envelope;
 use sea_orm::sea_query::Value;
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, DbErr, Statement};
 use uuid::Uuid;
 
-use crate::config::Outbox;
+use crate::config::{Outbox, PerBackend};
 use crate::error::CommitError;
 use crate::partition::partition_of;
 use crate::relay::sql::{quote, quote_table};
@@ -207,29 +205,6 @@ pub(crate) fn chunk(
 #[derive(Debug, Default)]
 pub(crate) struct InsertSql {
     backends: PerBackend<BackendInsertSql>,
-}
-
-/// A value per backend (PostgreSQL, MariaDB, SQLite), built on first use: the statement
-/// texts an [`Outbox`] keeps.
-#[derive(Debug)]
-pub(crate) struct PerBackend<T>([OnceLock<T>; 3]);
-
-impl<T> Default for PerBackend<T> {
-    fn default() -> Self {
-        Self([OnceLock::new(), OnceLock::new(), OnceLock::new()])
-    }
-}
-
-impl<T> PerBackend<T> {
-    /// The value for `backend`, built by `init` the first time.
-    pub(crate) fn get_or_init(&self, backend: DbBackend, init: impl FnOnce() -> T) -> &T {
-        let index = match backend {
-            DbBackend::Postgres => 0,
-            DbBackend::MySql => 1,
-            _ => 2,
-        };
-        self.0[index].get_or_init(init)
-    }
 }
 
 #[derive(Debug)]

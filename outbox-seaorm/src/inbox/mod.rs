@@ -76,7 +76,6 @@ pub use consumer::{
     Delivered, RedeliveryReport, UnknownEvents, metric,
 };
 pub use registration::HandlerRegistration;
-pub(crate) use row::InboxInsertSql;
 
 use crate::config::Outbox;
 use crate::error::CommitError;

@@ -233,16 +233,8 @@ impl<P: Publisher + 'static> Relay<P> {
                     // One batch after the other: mark this one, then claim the next.
                     let started = Instant::now();
                     if let Some(published) = previous.take() {
-                        match this.finish_in_flight(published).await {
-                            Ok(report) => {
-                                total.add(&report);
-                                if report.made_progress() {
-                                    match this.claim_in_flight(false).await {
-                                        Ok(next) => current = next,
-                                        Err(error) => failure = Some(error),
-                                    }
-                                }
-                            }
+                        match this.mark_then_claim(published, &mut total).await {
+                            Ok(next) => current = next,
                             Err(error) => failure = Some(error),
                         }
                     }
@@ -282,6 +274,21 @@ impl<P: Publisher + 'static> Relay<P> {
             span,
             started,
         }))
+    }
+
+    /// Marks `published` (adding its report to `total`) and, when it changed rows, claims
+    /// the next batch: a batch of a pipelined run without the claim ahead.
+    async fn mark_then_claim(
+        &self,
+        published: Published,
+        total: &mut RelayReport,
+    ) -> Result<Option<InFlight>, RelayError> {
+        let report = self.finish_in_flight(published).await?;
+        total.add(&report);
+        if !report.made_progress() {
+            return Ok(None);
+        }
+        self.claim_in_flight(false).await
     }
 
     async fn finish_in_flight(&self, published: Published) -> Result<BatchReport, RelayError> {
@@ -333,5 +340,23 @@ impl<P: Publisher + 'static> Relay<P> {
             })
             .map(|row| row.seq)
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claims_ahead_only_while_publishing_takes_an_eighth_of_the_database_work() {
+        assert!(Overlap::UNKNOWN.claim_ahead(), "before any measurement");
+        let overlap = |publish_ms: u64, database_ms: u64| Overlap {
+            publish: Duration::from_millis(publish_ms),
+            database: Duration::from_millis(database_ms),
+        };
+        assert!(!overlap(0, 10).claim_ahead(), "a no-op publisher");
+        assert!(!overlap(1, 10).claim_ahead(), "1/10 of the database work");
+        assert!(overlap(2, 16).claim_ahead(), "exactly 1/8");
+        assert!(overlap(40, 10).claim_ahead(), "a slow broker");
     }
 }

@@ -285,18 +285,7 @@ impl Store {
     ) {
         let c = self.outbox.columns();
         let q = |name: &str| quote(self.backend, name);
-        // A single status as `=`, so that partial indexes `WHERE status = '…'` apply.
-        let condition = match statuses {
-            [status] => format!("= '{}'", status.as_str()),
-            _ => format!(
-                "IN ({})",
-                statuses
-                    .iter()
-                    .map(|status| format!("'{}'", status.as_str()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        };
+        let condition = status_condition(statuses);
         sql.push(&format!(
             "{alias}.{status_col} {condition} AND {alias}.{at} = o.{at} AND {alias}.{ai} = o.{ai} \
              AND {alias}.{seq} < o.{seq}",
@@ -402,14 +391,10 @@ impl Store {
             if claim.dead_letters == DeadLetterPolicy::Block {
                 sql.push(" AND (");
                 if guarded {
-                    let holding = HOLDING
-                        .iter()
-                        .map(|status| format!("'{}'", status.as_str()))
-                        .collect::<Vec<_>>()
-                        .join(", ");
                     sql.push(&format!(
-                        "NOT EXISTS (SELECT 1 FROM {table} h WHERE h.{} IN ({holding})) OR ",
-                        q(c.status)
+                        "NOT EXISTS (SELECT 1 FROM {table} h WHERE h.{} {}) OR ",
+                        q(c.status),
+                        status_condition(HOLDING)
                     ));
                 }
                 sql.push(&format!("NOT EXISTS (SELECT 1 FROM {table} d WHERE "));
@@ -914,7 +899,22 @@ struct RowDecoder {
     last: Option<(String, u32, Envelope)>,
 }
 
-/// A column value that failed to decode.
+/// `= '<status>'` for one status (so that partial indexes `WHERE status = '…'` apply), `IN
+/// ('<status>', …)` for several.
+fn status_condition(statuses: &[OutboxStatus]) -> String {
+    match statuses {
+        [status] => format!("= '{}'", status.as_str()),
+        _ => format!(
+            "IN ({})",
+            statuses
+                .iter()
+                .map(|status| format!("'{}'", status.as_str()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 /// Appends the condition that `column` (a partition number) is one of `partitions`: runs
 /// of consecutive numbers as `BETWEEN` (a relay usually owns a few such runs; a relay alone
 /// owns them all, `BETWEEN 0 AND n − 1`), or an `IN` list when they are scattered. An `IN`
@@ -951,6 +951,7 @@ fn partition_condition(sql: &mut Sql, column: &str, partitions: &[i32]) {
     sql.push(")");
 }
 
+/// A column value that failed to decode.
 fn column_error(index: usize, error: impl std::fmt::Display) -> DbErr {
     DbErr::Type(format!("outbox column #{index}: {error}"))
 }
