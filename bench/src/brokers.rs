@@ -143,6 +143,13 @@ pub struct BrokersArgs {
     /// Kafka: partitions per topic.
     #[arg(long, default_value_t = 3)]
     pub kafka_partitions: u32,
+    /// relay → broker: which modes to run (to profile one at a time); a ratio needs both of
+    /// its modes.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = MODES)]
+    pub modes: Vec<Mode>,
+    /// relay → broker: whether the relays pipeline their batches (`RelayBuilder::pipeline`).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub pipeline: bool,
 }
 
 /// The business update of the consumer benchmark: messages applied since the last reset.
@@ -1293,9 +1300,9 @@ fn check(outcome: BatchOutcome, len: usize) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// The modes of the relay → broker part, in the order of the printed columns.
-#[derive(Debug, Clone, Copy)]
-enum Mode {
+/// The modes of the relay → broker part, in the order of the printed columns (`--modes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
     /// (f) `Relay::drain` with the framework's publisher.
     Framework,
     /// (d) the raw claim + mark loop, no-op publish.
@@ -1339,6 +1346,7 @@ impl Bench {
                 .batch_size(self.args.batch_size)
                 .listen(false)
                 .retention(None)
+                .pipeline(self.args.pipeline)
                 .build()?,
         )
     }
@@ -1472,6 +1480,9 @@ impl Bench {
             let mut row = [0.0; MODES.len()];
             for k in 0..MODES.len() {
                 let which = (k + round) % MODES.len();
+                if !self.args.modes.contains(&MODES[which]) {
+                    continue;
+                }
                 let (took, spent) = self.measure_publish(broker, MODES[which]).await?;
                 row[which] = rows as f64 / took.as_secs_f64();
                 cpu[which] = cpu[which].add(spent);

@@ -16,7 +16,7 @@ use chrono::TimeDelta;
 use outbox_core::clock::ManualClock;
 use outbox_core::in_process::{AfterPublish, InProcessBroker};
 use outbox_core::policy::{Backoff, DeadLetterPolicy, Ordering};
-use outbox_core::publish::PublishError;
+use outbox_core::publish::{BatchOutcome, PublishError, Publisher};
 use outbox_core::{Envelope, IntegrationEvent, Raise};
 use outbox_seaorm::ops::Operations;
 use outbox_seaorm::record::OutboxRecord;
@@ -50,6 +50,7 @@ backend_tests!(
     pipelined_relay_claims_the_next_batch_while_publishing,
     failure_holds_back_rows_claimed_ahead,
     claim_ahead_gives_way_to_a_lease_takeover,
+    claim_beside_a_mark_holds_back_rows_behind_a_retry,
 );
 
 const AGGREGATE: &str = OrderNotedV2::AGGREGATE_TYPE;
@@ -939,12 +940,13 @@ async fn drain_with_a_batch_at_the_broker(
     (broker, draining, deadline)
 }
 
-/// Waits until exactly `expected` pending rows can be locked by another claimer. On
-/// PostgreSQL it first waits for the relay to have two transactions open (its batch in
-/// flight and its claim ahead): a probe that locked rows while the claim ahead ran would
-/// make it skip them, claim nothing and end the pipelined run (seen once under load). On
+/// Waits until exactly `expected` pending rows can be locked by another claimer. A probe
+/// that locked many rows while the claim ahead ran would make it skip them, claim nothing
+/// and end the pipelined run (seen under load). On PostgreSQL the probe first waits for
+/// the relay to have two transactions open (its batch in flight and its claim ahead). On
 /// MariaDB `information_schema.innodb_trx` did not show both transactions reliably, so
-/// the probe runs at once there.
+/// there the probe tries one row per transaction: it never holds more than one row, and
+/// the claim ahead reads twice the batch size of candidates.
 async fn wait_for_claimable(db: &TestDb, expected: usize, deadline: Instant) {
     use sea_orm::TransactionTrait as _;
     let backend = db.conn().get_database_backend();
@@ -979,18 +981,48 @@ async fn wait_for_claimable(db: &TestDb, expected: usize, deadline: Instant) {
         ""
     };
     loop {
-        let txn = db.conn().begin().await.unwrap();
-        let rows = txn
-            .query_all_raw(Statement::from_string(
-                backend,
-                format!(
-                    "SELECT seq FROM outbox{index} WHERE status = 'pending' FOR UPDATE SKIP LOCKED"
-                ),
-            ))
-            .await
-            .unwrap()
-            .len();
-        txn.rollback().await.unwrap();
+        let rows = if backend == DbBackend::MySql {
+            let pending = db
+                .conn()
+                .query_all_raw(Statement::from_string(
+                    backend,
+                    "SELECT seq FROM outbox WHERE status = 'pending'",
+                ))
+                .await
+                .unwrap();
+            let mut lockable = 0;
+            for row in pending {
+                let seq: i64 = row.try_get("", "seq").unwrap();
+                let txn = db.conn().begin().await.unwrap();
+                lockable += txn
+                    .query_all_raw(Statement::from_string(
+                        backend,
+                        format!(
+                            "SELECT seq FROM outbox{index} WHERE seq = {seq} \
+                             AND status = 'pending' FOR UPDATE SKIP LOCKED"
+                        ),
+                    ))
+                    .await
+                    .unwrap()
+                    .len();
+                txn.rollback().await.unwrap();
+            }
+            lockable
+        } else {
+            let txn = db.conn().begin().await.unwrap();
+            let rows = txn
+                .query_all_raw(Statement::from_string(
+                    backend,
+                    format!(
+                        "SELECT seq FROM outbox{index} WHERE status = 'pending' FOR UPDATE SKIP LOCKED"
+                    ),
+                ))
+                .await
+                .unwrap()
+                .len();
+            txn.rollback().await.unwrap();
+            rows
+        };
         if rows == expected {
             return;
         }
@@ -1084,4 +1116,81 @@ async fn failure_holds_back_rows_claimed_ahead(db: &TestDb) {
     assert_eq!(second.published, 10, "{second:?}");
     assert_eq!(received(&broker, "a"), (0..12).collect::<Vec<_>>());
     assert_eq!(broker.len(), 24, "no duplicate");
+}
+
+/// The in-process broker, 40 ms per batch: publishing takes long enough next to the
+/// database work that a pipelined relay keeps claiming ahead.
+#[derive(Clone)]
+struct SlowBroker(InProcessBroker);
+
+impl Publisher for SlowBroker {
+    async fn publish(&self, batch: &[Envelope]) -> BatchOutcome {
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        self.0.publish(batch).await
+    }
+}
+
+/// A pipelined relay with a slow broker marks batch *n − 1* beside the claim of batch
+/// *n + 1* (PostgreSQL, MariaDB). A transient failure of `a0` in batch 1 must hold back the
+/// later rows of `a` whichever the claim of batch 3 sees: the mark not committed yet (the
+/// relay holds `a1` back itself), or `a0` retried inside the range of the batches in
+/// flight, which the claim passes over (the claim leaves `a1` alone). After the backoff
+/// everything arrives in order, once.
+async fn claim_beside_a_mark_holds_back_rows_behind_a_retry(db: &TestDb) {
+    if db.conn().get_database_backend() == DbBackend::Sqlite {
+        // No pipelining on SQLite.
+        return;
+    }
+    let (outbox, clock) = manual_outbox();
+    setup(db, &outbox).await;
+    let broker = InProcessBroker::new();
+    // Batches of 2: [a0 b0] [b1 b2] [a1 b3] [a2 b4] [b5 b6].
+    for (order, n) in [
+        ("a", 0),
+        ("b", 0),
+        ("b", 1),
+        ("b", 2),
+        ("a", 1),
+        ("b", 3),
+        ("a", 2),
+        ("b", 4),
+        ("b", 5),
+        ("b", 6),
+    ] {
+        note(db, &outbox, order, n, 1).await;
+    }
+    let failed_once = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = Arc::clone(&failed_once);
+    broker.fail_messages(move |e| {
+        (e.aggregate_id == "a"
+            && note_number(e) == 0
+            && !flag.swap(true, std::sync::atomic::Ordering::SeqCst))
+        .then(|| PublishError::unavailable("a0 bounced"))
+    });
+    let mut relay = Relay::builder(
+        db.conn().clone(),
+        outbox.clone(),
+        SlowBroker(broker.clone()),
+    )
+    .instance_id("relay-1")
+    .batch_size(2)
+    .heartbeat_interval(Duration::from_secs(60))
+    .lease_ttl(Duration::from_secs(150))
+    .backoff(Backoff::new().with_jitter(false))
+    .build()
+    .unwrap();
+    let first = relay.drain().await.unwrap();
+    assert!(failed_once.load(std::sync::atomic::Ordering::SeqCst));
+    assert_eq!((first.published, first.retried), (7, 1), "{first:?}");
+    assert_eq!(
+        received(&broker, "a"),
+        Vec::<u32>::new(),
+        "nothing of a after a0"
+    );
+    assert_eq!(received(&broker, "b"), (0..7).collect::<Vec<_>>());
+    clock.advance(TimeDelta::seconds(10));
+    let second = relay.drain().await.unwrap();
+    assert_eq!(second.published, 3, "{second:?}");
+    assert_eq!(received(&broker, "a"), [0, 1, 2]);
+    assert_eq!(broker.len(), 10, "no duplicate");
 }

@@ -7,12 +7,18 @@
 //! ```
 //!
 //! Each batch keeps its own transaction (row locks, lease share locks) from its claim to its
-//! mark, as without pipelining; two are open at a time. The claim of batch *n + 1* runs
-//! while batch *n* is in flight, so `SKIP LOCKED` leaves batch *n*'s rows alone. It may
-//! return later rows of an aggregate that batch *n* is publishing: batch *n + 1* is published
-//! only once batch *n*'s outcomes are known, and its rows whose aggregate did not get
-//! through (a retry, a row held back, a dead row under `Block`) are held back in turn, as
-//! the claim itself would have done had batch *n* been marked already.
+//! mark, as without pipelining. The claim of batch *n + 1* runs while batch *n* is in
+//! flight, so `SKIP LOCKED` leaves batch *n*'s rows alone. With a third connection in the
+//! pool, the mark of batch *n − 1* and the claim of batch *n + 1* run side by side (three
+//! transactions open), so the database work of a step takes about as long as the longer of
+//! the two, not their sum; with two connections they run one after the other.
+//!
+//! A claim may return later rows of an aggregate whose earlier row is in a batch not marked
+//! yet when the claim looks: batch *n* (in flight) and, side by side, batch *n − 1* (being
+//! marked). Batch *n + 1* is published only once both outcomes are known, and its rows whose
+//! aggregate did not get through in either (a retry, a row held back, a dead row under
+//! `Block`) are held back in turn, as the claim itself would have done had those batches
+//! been marked already.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -27,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::config::RelayConfig;
-use super::store::ClaimedRow;
+use super::store::{ClaimedRow, InFlightSeqs};
 use super::{BatchReport, LockedBatch, Mark, Relay, RelayError, RelayReport, decide};
 
 /// Publishes `rows` (see [`decide`]) and hands them back with their marks and how long the
@@ -84,6 +90,9 @@ struct InFlight {
     batch: LockedBatch,
     span: tracing::Span,
     started: Instant,
+    /// Claimed while the batch before the one in flight was being marked (side by side):
+    /// that batch's outcomes were not visible to the claim either.
+    beside_mark: bool,
 }
 
 /// A published batch waiting for its marks to be written.
@@ -115,10 +124,15 @@ impl<P: Publisher + 'static> Relay<P> {
         {
             return false;
         }
+        self.spare_connections() >= 2
+    }
+
+    /// Connections of the pool beyond the one the `LISTEN` task keeps.
+    fn spare_connections(&self) -> u32 {
+        let backend = self.store.backend();
         let listener = backend == DbBackend::Postgres
             && self.config.listen
             && self.outbox.notify_channel().is_some();
-        let needed = 2 + u32::from(listener);
         let available = match backend {
             DbBackend::Postgres => self
                 .db
@@ -132,7 +146,7 @@ impl<P: Publisher + 'static> Relay<P> {
                 .get_max_connections(),
             _ => 0,
         };
-        available >= needed
+        available.saturating_sub(u32::from(listener))
     }
 
     /// Runs pipelined batches until `until` says stop, `shutdown` is cancelled or a lease
@@ -151,21 +165,34 @@ impl<P: Publisher + 'static> Relay<P> {
             self.refresh_leases().await?;
         }
         let this = &*self;
+        // A third connection: the mark of the batch before runs beside the claim ahead.
+        let side_by_side = this.spare_connections() >= 3;
         let mut total = RelayReport::default();
         let mut more = false;
         let mut failure: Option<RelayError> = None;
         let mut previous: Option<Published> = None;
-        // Aggregates whose rows did not all get through in the previous batch.
+        // Aggregates whose rows did not all get through in the previous batch, and in the
+        // one before it.
         let mut stopped: HashSet<Key> = HashSet::new();
+        let mut stopped_before: HashSet<Key> = HashSet::new();
         let mut overlap = Overlap::UNKNOWN;
-        let mut current = this.claim_in_flight(false).await?;
+        let mut current = this.claim_in_flight(None, false).await?;
         while let Some(mut flight) = current.take() {
-            let held = this.behind(&stopped, &flight.batch.rows);
+            if !flight.beside_mark {
+                stopped_before.clear();
+            }
+            let held = behind([&stopped, &stopped_before], &flight.batch.rows);
             let full = flight.batch.rows.len() >= this.config.batch_size;
             let go_on = (full || until == Until::Drained)
                 && !this.refresh_due()
                 && !shutdown.is_some_and(CancellationToken::is_cancelled);
             let ahead = overlap.claim_ahead();
+            // The rows a claim ahead passes over: the batch in flight, and the one before
+            // it when its mark runs beside the claim.
+            let in_flight = InFlightSeqs::of(&flight.batch.rows);
+            let marking = previous
+                .as_ref()
+                .and_then(|published| InFlightSeqs::of(&published.flight.batch.rows));
             // The publishing runs as a task of its own, so that its CPU work (encoding,
             // the client) and the database side's (decoding the next claim) can use two
             // cores.
@@ -181,19 +208,33 @@ impl<P: Publisher + 'static> Relay<P> {
             );
             let database = async {
                 let started = Instant::now();
-                let finished = match previous.take() {
-                    Some(published) => Some(this.finish_in_flight(published).await),
-                    None => None,
-                };
-                let progress = match &finished {
-                    Some(Ok(report)) => report.made_progress(),
-                    Some(Err(_)) => false,
-                    None => true,
-                };
-                let next = if ahead && go_on && progress {
-                    Some(this.claim_in_flight(true).await)
-                } else {
-                    None
+                let claim_next = ahead && go_on;
+                let (finished, next) = match previous.take() {
+                    Some(published) if claim_next && side_by_side => {
+                        let passing = in_flight.map(|seqs| seqs.join(marking));
+                        let (finished, next) = tokio::join!(
+                            this.finish_in_flight(published),
+                            this.claim_in_flight(passing, true)
+                        );
+                        // A batch that changed nothing ends the run (as below): the batch
+                        // claimed beside it is dropped, which rolls its transaction back.
+                        let progress = finished.as_ref().is_ok_and(BatchReport::made_progress);
+                        (Some(finished), progress.then_some(next))
+                    }
+                    Some(published) => {
+                        let finished = this.finish_in_flight(published).await;
+                        let progress = finished.as_ref().is_ok_and(BatchReport::made_progress);
+                        let next = if claim_next && progress {
+                            Some(this.claim_in_flight(in_flight, false).await)
+                        } else {
+                            None
+                        };
+                        (Some(finished), next)
+                    }
+                    None if claim_next => {
+                        (None, Some(this.claim_in_flight(in_flight, false).await))
+                    }
+                    None => (None, None),
                 };
                 (finished, next, started.elapsed())
             };
@@ -221,7 +262,8 @@ impl<P: Publisher + 'static> Relay<P> {
                 Some(Err(error)) => failure = Some(error),
                 None => {}
             }
-            stopped = this.not_through(&flight.batch.rows, &marks);
+            stopped_before =
+                std::mem::replace(&mut stopped, this.not_through(&flight.batch.rows, &marks));
             more = full && marks.iter().any(|mark| !matches!(mark, Mark::Untouched));
             previous = Some(Published { flight, marks });
             match next {
@@ -239,8 +281,10 @@ impl<P: Publisher + 'static> Relay<P> {
                         }
                     }
                     overlap.database = started.elapsed();
-                    // Nothing of this batch waits for the next one any more.
+                    // Nothing of this batch (or the one before) waits for the next one any
+                    // more.
                     stopped.clear();
+                    stopped_before.clear();
                 }
                 None => {}
             }
@@ -263,9 +307,14 @@ impl<P: Publisher + 'static> Relay<P> {
         }
     }
 
-    /// Claims a batch (`ahead`: while another is in flight, see
-    /// [`Relay::claim_locked`]).
-    async fn claim_in_flight(&self, ahead: bool) -> Result<Option<InFlight>, RelayError> {
+    /// Claims a batch (`ahead`: while others are in flight, with their `seq`s, see
+    /// [`Relay::claim_locked`]; `beside_mark`: while the batch before the one in flight is
+    /// being marked).
+    async fn claim_in_flight(
+        &self,
+        ahead: Option<InFlightSeqs>,
+        beside_mark: bool,
+    ) -> Result<Option<InFlight>, RelayError> {
         let span = self.batch_span();
         let started = Instant::now();
         let batch = self.claim_locked(ahead).instrument(span.clone()).await?;
@@ -273,6 +322,7 @@ impl<P: Publisher + 'static> Relay<P> {
             batch,
             span,
             started,
+            beside_mark,
         }))
     }
 
@@ -288,7 +338,7 @@ impl<P: Publisher + 'static> Relay<P> {
         if !report.made_progress() {
             return Ok(None);
         }
-        self.claim_in_flight(false).await
+        self.claim_in_flight(None, false).await
     }
 
     async fn finish_in_flight(&self, published: Published) -> Result<BatchReport, RelayError> {
@@ -297,6 +347,7 @@ impl<P: Publisher + 'static> Relay<P> {
             batch,
             span,
             started,
+            ..
         } = flight;
         let report = self
             .finish_locked(batch, &marks)
@@ -327,25 +378,55 @@ impl<P: Publisher + 'static> Relay<P> {
             })
             .collect()
     }
+}
 
-    /// The rows of `rows` whose aggregate is in `stopped`: they wait for a later batch.
-    fn behind(&self, stopped: &HashSet<Key>, rows: &[ClaimedRow]) -> HashSet<i64> {
-        if stopped.is_empty() {
-            return HashSet::new();
-        }
-        rows.iter()
-            .filter(|row| {
-                let (aggregate_type, aggregate_id) = row.key();
-                stopped.contains(&(aggregate_type.to_owned(), aggregate_id.to_owned()))
-            })
-            .map(|row| row.seq)
-            .collect()
+/// The rows of `rows` whose aggregate is in one of the `stopped` sets: they wait for a
+/// later batch.
+fn behind(stopped: [&HashSet<Key>; 2], rows: &[ClaimedRow]) -> HashSet<i64> {
+    if stopped.iter().all(|set| set.is_empty()) {
+        return HashSet::new();
     }
+    rows.iter()
+        .filter(|row| {
+            let (aggregate_type, aggregate_id) = row.key();
+            let key = (aggregate_type.to_owned(), aggregate_id.to_owned());
+            stopped.iter().any(|set| set.contains(&key))
+        })
+        .map(|row| row.seq)
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_behind_an_aggregate_stopped_in_either_batch_before_are_held() {
+        use super::super::store::Unreadable;
+        let row = |seq: i64, aggregate_id: &str| ClaimedRow {
+            seq,
+            attempts: 0,
+            worker_key: None,
+            retryable: true,
+            envelope: Err(Unreadable {
+                aggregate_type: "order".to_owned(),
+                aggregate_id: aggregate_id.to_owned(),
+                ..Unreadable::lent()
+            }),
+        };
+        let rows = [row(10, "a"), row(11, "b"), row(12, "c"), row(13, "a")];
+        let key = |id: &str| ("order".to_owned(), id.to_owned());
+        let none = HashSet::new();
+        assert!(behind([&none, &none], &rows).is_empty());
+        // `a` stopped in the batch in flight, `c` in the one marked beside the claim.
+        let in_flight = HashSet::from([key("a")]);
+        let marked = HashSet::from([key("c")]);
+        assert_eq!(
+            behind([&in_flight, &marked], &rows),
+            HashSet::from([10, 12, 13])
+        );
+        assert_eq!(behind([&none, &marked], &rows), HashSet::from([12]));
+    }
 
     #[test]
     fn claims_ahead_only_while_publishing_takes_an_eighth_of_the_database_work() {
