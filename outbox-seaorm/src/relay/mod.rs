@@ -174,7 +174,7 @@ use crate::config::Outbox;
 use crate::job::{AlertHook, SharedAlertHook};
 use crate::ops::Operations;
 use lease::{OUTBOX_CLEANUP_LEASE, RELAY_LEASE, lease_partition, owner_of, partition_lease};
-use store::{AfterFailure, Claim, ClaimedRow, InFlightSeqs, LeaseLock, Store};
+use store::{AfterFailure, Claim, ClaimedRow, LeaseLock, Store};
 
 /// Why a relay operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -378,12 +378,8 @@ impl<P: Publisher + 'static> RelayBuilder<P> {
     /// relay publishes batch *n* while, on other connections, it marks and commits batch
     /// *n − 1* and claims batch *n + 1*, so a batch costs about the longer of the database
     /// work and the publishing, not their sum. With a third connection the mark and the
-    /// claim run side by side; with two, one after the other. The claim starts past the
-    /// batches in flight (their rows are locked) and takes the due rows before them, if
-    /// any; a row between the first and the last `seq` in flight that is not itself in
-    /// flight (committed late, or come due meanwhile) waits for a later claim, and a later
-    /// row of an aggregate with a retried row in that range waits with it. Order per
-    /// aggregate is kept: batch *n + 1* is published only after batches *n* and *n − 1*
+    /// claim run side by side; with two, one after the other. Order per aggregate is
+    /// kept: batch *n + 1* is published only after batches *n* and *n − 1*
     /// were acknowledged, and its rows whose aggregate did not get through in either wait.
     /// A crash can leave two batches published but unmarked (both are published again,
     /// with the same message ids), against one without pipelining.
@@ -761,7 +757,7 @@ impl<P: Publisher + 'static> Relay<P> {
     /// A batch on PostgreSQL / MariaDB: one transaction holding the row locks (and the
     /// lease share locks) while publishing.
     async fn batch_locked(&self) -> Result<BatchReport, RelayError> {
-        let Some(mut batch) = self.claim_locked(None).await? else {
+        let Some(mut batch) = self.claim_locked(false).await? else {
             return Ok(BatchReport::default());
         };
         let held = self.held_rows(&batch.txn, &batch.rows).await?;
@@ -772,16 +768,12 @@ impl<P: Publisher + 'static> Relay<P> {
     /// Opens a batch's transaction, share-locks the leases and claims; `None` (and the
     /// transaction committed) when there is nothing to claim.
     ///
-    /// `ahead`: the claim of a pipelined relay while its previous batch is in flight (the
-    /// `seq`s of its batches in flight, which the claim passes over). The
+    /// `ahead`: the claim of a pipelined relay while its previous batch is in flight. The
     /// lease share lock is then taken with `NOWAIT` (see [`LeaseLock::ShareNoWait`]), and
     /// when another relay is taking a lease over meanwhile the claim gives way: `None`,
     /// the transaction rolled back; the relay marks its batch in flight, which lets the
     /// takeover through, and claims again afterwards.
-    async fn claim_locked(
-        &self,
-        ahead: Option<InFlightSeqs>,
-    ) -> Result<Option<LockedBatch>, RelayError> {
+    async fn claim_locked(&self, ahead: bool) -> Result<Option<LockedBatch>, RelayError> {
         let isolation =
             (self.store.backend() == DbBackend::MySql).then_some(IsolationLevel::ReadCommitted);
         let txn = crate::transaction::begin_whole(&self.db, isolation).await?;
@@ -795,7 +787,7 @@ impl<P: Publisher + 'static> Relay<P> {
         }
         let now = self.now();
         let owned = if self.leased() {
-            let lock = if ahead.is_some() {
+            let lock = if ahead {
                 LeaseLock::ShareNoWait
             } else {
                 LeaseLock::Share
@@ -806,7 +798,7 @@ impl<P: Publisher + 'static> Relay<P> {
                 .await
             {
                 Ok(owned) => owned,
-                Err(error) if ahead.is_some() && store::is_lock_not_available(&error) => {
+                Err(error) if ahead && store::is_lock_not_available(&error) => {
                     tracing::debug!(
                         relay = %self.config.instance_id,
                         "a lease is being taken over: no claim ahead of the batch in flight"
@@ -836,10 +828,7 @@ impl<P: Publisher + 'static> Relay<P> {
             .store
             .claim(
                 &txn,
-                Claim {
-                    passing: ahead,
-                    ..self.claim(now, partitions.as_deref(), keys.as_deref())
-                },
+                self.claim(now, partitions.as_deref(), keys.as_deref()),
             )
             .await?;
         if rows.is_empty() {
@@ -919,7 +908,6 @@ impl<P: Publisher + 'static> Relay<P> {
             dead_letters: self.config.dead_letter_policy,
             lock: true,
             worker_keys,
-            passing: None,
         }
     }
 

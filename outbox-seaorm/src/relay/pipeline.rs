@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::config::RelayConfig;
-use super::store::{ClaimedRow, InFlightSeqs};
+use super::store::ClaimedRow;
 use super::{BatchReport, LockedBatch, Mark, Relay, RelayError, RelayReport, decide};
 
 /// Publishes `rows` (see [`decide`]) and hands them back with their marks and how long the
@@ -176,7 +176,7 @@ impl<P: Publisher + 'static> Relay<P> {
         let mut stopped: HashSet<Key> = HashSet::new();
         let mut stopped_before: HashSet<Key> = HashSet::new();
         let mut overlap = Overlap::UNKNOWN;
-        let mut current = this.claim_in_flight(None, false).await?;
+        let mut current = this.claim_in_flight(false, false).await?;
         while let Some(mut flight) = current.take() {
             if !flight.beside_mark {
                 stopped_before.clear();
@@ -187,12 +187,6 @@ impl<P: Publisher + 'static> Relay<P> {
                 && !this.refresh_due()
                 && !shutdown.is_some_and(CancellationToken::is_cancelled);
             let ahead = overlap.claim_ahead();
-            // The rows a claim ahead passes over: the batch in flight, and the one before
-            // it when its mark runs beside the claim.
-            let in_flight = InFlightSeqs::of(&flight.batch.rows);
-            let marking = previous
-                .as_ref()
-                .and_then(|published| InFlightSeqs::of(&published.flight.batch.rows));
             // The publishing runs as a task of its own, so that its CPU work (encoding,
             // the client) and the database side's (decoding the next claim) can use two
             // cores.
@@ -211,10 +205,9 @@ impl<P: Publisher + 'static> Relay<P> {
                 let claim_next = ahead && go_on;
                 let (finished, next) = match previous.take() {
                     Some(published) if claim_next && side_by_side => {
-                        let passing = in_flight.map(|seqs| seqs.join(marking));
                         let (finished, next) = tokio::join!(
                             this.finish_in_flight(published),
-                            this.claim_in_flight(passing, true)
+                            this.claim_in_flight(true, true)
                         );
                         // A batch that changed nothing ends the run (as below): the batch
                         // claimed beside it is dropped, which rolls its transaction back.
@@ -225,15 +218,13 @@ impl<P: Publisher + 'static> Relay<P> {
                         let finished = this.finish_in_flight(published).await;
                         let progress = finished.as_ref().is_ok_and(BatchReport::made_progress);
                         let next = if claim_next && progress {
-                            Some(this.claim_in_flight(in_flight, false).await)
+                            Some(this.claim_in_flight(true, false).await)
                         } else {
                             None
                         };
                         (Some(finished), next)
                     }
-                    None if claim_next => {
-                        (None, Some(this.claim_in_flight(in_flight, false).await))
-                    }
+                    None if claim_next => (None, Some(this.claim_in_flight(true, false).await)),
                     None => (None, None),
                 };
                 (finished, next, started.elapsed())
@@ -307,12 +298,11 @@ impl<P: Publisher + 'static> Relay<P> {
         }
     }
 
-    /// Claims a batch (`ahead`: while others are in flight, with their `seq`s, see
-    /// [`Relay::claim_locked`]; `beside_mark`: while the batch before the one in flight is
-    /// being marked).
+    /// Claims a batch (`ahead`: while another is in flight, see [`Relay::claim_locked`];
+    /// `beside_mark`: while the batch before the one in flight is being marked).
     async fn claim_in_flight(
         &self,
-        ahead: Option<InFlightSeqs>,
+        ahead: bool,
         beside_mark: bool,
     ) -> Result<Option<InFlight>, RelayError> {
         let span = self.batch_span();
@@ -338,7 +328,7 @@ impl<P: Publisher + 'static> Relay<P> {
         if !report.made_progress() {
             return Ok(None);
         }
-        self.claim_in_flight(None, false).await
+        self.claim_in_flight(false, false).await
     }
 
     async fn finish_in_flight(&self, published: Published) -> Result<BatchReport, RelayError> {

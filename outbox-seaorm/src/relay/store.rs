@@ -120,58 +120,6 @@ pub(crate) enum AfterFailure {
     Failed,
 }
 
-/// The `seq`s from the first to the last row of this relay's batches in flight, which a
-/// claim ahead passes over: their rows are locked, and a claim that walked through them
-/// would try (and skip) each one — on PostgreSQL about 2.4 ms per claim of 500 with two
-/// batches of 500 in flight, more than the claim itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct InFlightSeqs {
-    pub(crate) first: i64,
-    pub(crate) last: i64,
-}
-
-impl InFlightSeqs {
-    /// The range of `rows`' `seq`s (`None` for no rows).
-    pub(crate) fn of<'r>(rows: impl IntoIterator<Item = &'r ClaimedRow>) -> Option<Self> {
-        rows.into_iter().fold(None, |range, row| {
-            Some(match range {
-                None => Self {
-                    first: row.seq,
-                    last: row.seq,
-                },
-                Some(Self { first, last }) => Self {
-                    first: first.min(row.seq),
-                    last: last.max(row.seq),
-                },
-            })
-        })
-    }
-
-    /// Both ranges in one.
-    pub(crate) fn join(self, other: Option<Self>) -> Self {
-        match other {
-            None => self,
-            Some(other) => Self {
-                first: self.first.min(other.first),
-                last: self.last.max(other.last),
-            },
-        }
-    }
-}
-
-/// Which `seq`s a claim looks at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Seqs {
-    /// Every row.
-    All,
-    /// Before the batches in flight.
-    Before(InFlightSeqs),
-    /// After the batches in flight.
-    After(InFlightSeqs),
-    /// Outside the batches in flight (one statement: MariaDB's plain candidate read).
-    Outside(InFlightSeqs),
-}
-
 /// What to claim.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Claim<'a> {
@@ -188,11 +136,6 @@ pub(crate) struct Claim<'a> {
     /// Job-queue mode: only rows with one of these worker keys (`None`: every row); the
     /// per-aggregate conditions then look at rows of the same worker key only.
     pub(crate) worker_keys: Option<&'a [String]>,
-    /// A claim ahead: pass over the rows from the first to the last `seq` of the batches in
-    /// flight. Rows in that range that are not in flight are left for a later claim, and a
-    /// row behind an earlier retried row in that range is held back as behind one in
-    /// backoff (the claim cannot see whether it is due yet).
-    pub(crate) passing: Option<InFlightSeqs>,
 }
 
 /// The relay's statements for one outbox on one backend.
@@ -379,49 +322,15 @@ impl Store {
         if claim.lock && self.backend == DbBackend::MySql {
             return self.claim_mysql(conn, claim).await;
         }
-        let Some(passing) = claim.passing else {
-            return self.claim_seqs(conn, claim, Seqs::All, claim.limit).await;
-        };
-        // Two ordered index scans that start outside the batches in flight: the rows
-        // before them (usually none: a retry come due, a row committed late), then those
-        // after them.
-        let mut rows = self
-            .claim_seqs(conn, claim, Seqs::Before(passing), claim.limit)
-            .await?;
-        if rows.len() < claim.limit {
-            let after = self
-                .claim_seqs(conn, claim, Seqs::After(passing), claim.limit - rows.len())
-                .await?;
-            rows.extend(after);
-        }
-        Ok(rows)
-    }
-
-    /// One claim statement over `seqs`, at most `limit` rows.
-    async fn claim_seqs<C: ConnectionTrait>(
-        &self,
-        conn: &C,
-        claim: Claim<'_>,
-        seqs: Seqs,
-        limit: usize,
-    ) -> Result<Vec<ClaimedRow>, DbErr> {
         let c = self.outbox.columns();
         let mut sql = self.sql();
         sql.push("SELECT ").push(&self.select_list);
-        self.claim_conditions(&mut sql, claim, seqs);
+        self.claim_conditions(&mut sql, claim);
         sql.push(&format!(
-            " ORDER BY o.{} LIMIT ",
-            quote(self.backend, c.seq)
+            " ORDER BY o.{} LIMIT {}",
+            quote(self.backend, c.seq),
+            claim.limit
         ));
-        if seqs == Seqs::All {
-            sql.push(&limit.to_string());
-        } else {
-            // Bound: the limit of the second scan changes from claim to claim, and the
-            // statement text must not (the driver's prepared-statement cache).
-            sql.bind(Value::BigInt(Some(
-                i64::try_from(limit).unwrap_or(i64::MAX),
-            )));
-        }
         if claim.lock && self.backend == DbBackend::Postgres {
             sql.push(" FOR UPDATE SKIP LOCKED");
         }
@@ -429,8 +338,8 @@ impl Store {
         RowDecoder::default().decode_all(&rows)
     }
 
-    /// `FROM outbox o WHERE …` of the claim (see [`claim`](Self::claim)), over `seqs`.
-    fn claim_conditions(&self, sql: &mut Sql, claim: Claim<'_>, seqs: Seqs) {
+    /// `FROM outbox o WHERE …` of the claim (see [`claim`](Self::claim)).
+    fn claim_conditions(&self, sql: &mut Sql, claim: Claim<'_>) {
         let c = self.outbox.columns();
         let table = quote_table(self.backend, self.outbox.outbox_table());
         let q = |name: &str| quote(self.backend, name);
@@ -442,25 +351,6 @@ impl Store {
         ))
         .bind(self.ts(claim.now))
         .push(")");
-        let seq = format!("o.{}", q(c.seq));
-        match seqs {
-            Seqs::All => {}
-            Seqs::Before(passing) => {
-                sql.push(&format!(" AND {seq} < "))
-                    .bind(Value::BigInt(Some(passing.first)));
-            }
-            Seqs::After(passing) => {
-                sql.push(&format!(" AND {seq} > "))
-                    .bind(Value::BigInt(Some(passing.last)));
-            }
-            Seqs::Outside(passing) => {
-                sql.push(&format!(" AND ({seq} < "))
-                    .bind(Value::BigInt(Some(passing.first)))
-                    .push(&format!(" OR {seq} > "))
-                    .bind(Value::BigInt(Some(passing.last)))
-                    .push(")");
-            }
-        }
         if let Some(partitions) = claim.partitions {
             sql.push(" AND ");
             partition_condition(sql, &format!("o.{}", q(c.partition)), partitions);
@@ -480,17 +370,24 @@ impl Store {
             sql.push(" AND (");
             if guarded {
                 sql.push(&format!(
-                    "NOT EXISTS (SELECT 1 FROM {table} r WHERE r.{status} = 'pending' AND ",
+                    "NOT EXISTS (SELECT 1 FROM {table} r WHERE r.{status} = 'pending' \
+                     AND r.{attempts} > 0 AND r.{next} > ",
                     status = q(c.status),
-                ));
-                self.held_back_by_retry(sql, "r", claim);
-                sql.push(") OR ");
+                    attempts = q(c.attempts),
+                    next = q(c.next_attempt_at)
+                ))
+                .bind(self.ts(claim.now))
+                .push(") OR ");
             }
             sql.push(&format!("NOT EXISTS (SELECT 1 FROM {table} b WHERE "));
             self.same_aggregate_before(sql, "b", &[OutboxStatus::Pending], keyed);
-            sql.push(" AND ");
-            self.held_back_by_retry(sql, "b", claim);
-            sql.push("))");
+            sql.push(&format!(
+                " AND b.{} > 0 AND b.{} > ",
+                q(c.attempts),
+                q(c.next_attempt_at)
+            ))
+            .bind(self.ts(claim.now))
+            .push("))");
             if claim.dead_letters == DeadLetterPolicy::Block {
                 sql.push(" AND (");
                 if guarded {
@@ -507,28 +404,6 @@ impl Store {
         }
     }
 
-    /// Appends `<alias>.attempts > 0 AND (<alias>.next_attempt_at > :now)`, a retried row
-    /// (pending) whose later rows wait: in backoff, or — for a claim ahead — in the range of
-    /// the batches in flight, which the claim passes over (`OR <alias>.seq BETWEEN :first
-    /// AND :last`).
-    fn held_back_by_retry(&self, sql: &mut Sql, alias: &str, claim: Claim<'_>) {
-        let c = self.outbox.columns();
-        let q = |name: &str| quote(self.backend, name);
-        sql.push(&format!(
-            "{alias}.{} > 0 AND ({alias}.{} > ",
-            q(c.attempts),
-            q(c.next_attempt_at)
-        ))
-        .bind(self.ts(claim.now));
-        if let Some(passing) = claim.passing {
-            sql.push(&format!(" OR {alias}.{} BETWEEN ", q(c.seq)))
-                .bind(Value::BigInt(Some(passing.first)))
-                .push(" AND ")
-                .bind(Value::BigInt(Some(passing.last)));
-        }
-        sql.push(")");
-    }
-
     /// The claim on MariaDB, in two steps. A locking read through a secondary index leaves
     /// InnoDB locks on the secondary entries of the rows it skips; the relay that owns
     /// those rows then waits for them when its `UPDATE` changes `status` (an indexed
@@ -537,8 +412,9 @@ impl Store {
     /// IN (…) AND status = 'pending' AND next_attempt_at <= :now ORDER BY seq LIMIT :n FOR
     /// UPDATE SKIP LOCKED`, which locks clustered records only. Unordered relays compete
     /// for the same first rows: they read four times the batch size of candidates; a
-    /// leased relay reads twice the batch size. A claim ahead reads its candidates outside
-    /// the batches in flight (see [`InFlightSeqs`]).
+    /// leased relay reads three times the batch size, since the batches it has in flight
+    /// while it claims the next one (pipelining: the batch being published and the one
+    /// being marked beside the claim) are still pending.
     async fn claim_mysql<C: ConnectionTrait>(
         &self,
         conn: &C,
@@ -547,14 +423,13 @@ impl Store {
         let c = self.outbox.columns();
         let q = |name: &str| quote(self.backend, name);
         let candidates = if claim.partitions.is_some() {
-            claim.limit.saturating_mul(2)
+            claim.limit.saturating_mul(3)
         } else {
             claim.limit.saturating_mul(4).min(10_000)
         };
         let mut sql = self.sql();
         sql.push(&format!("SELECT o.{seq} AS seq", seq = q(c.seq)));
-        let seqs = claim.passing.map_or(Seqs::All, Seqs::Outside);
-        self.claim_conditions(&mut sql, claim, seqs);
+        self.claim_conditions(&mut sql, claim);
         sql.push(&format!(" ORDER BY o.{} LIMIT {candidates}", q(c.seq)));
         let seqs = conn
             .query_all_raw(sql.build())
@@ -1328,109 +1203,6 @@ mod tests {
         assert_eq!(
             condition(&[i32::MAX, i32::MAX - 1]),
             format!("(p BETWEEN {} AND {})", i32::MAX - 1, i32::MAX)
-        );
-    }
-
-    fn row(seq: i64, aggregate_id: &str) -> ClaimedRow {
-        ClaimedRow {
-            seq,
-            attempts: 0,
-            worker_key: None,
-            retryable: true,
-            envelope: Err(Unreadable {
-                aggregate_id: aggregate_id.to_owned(),
-                ..Unreadable::lent()
-            }),
-        }
-    }
-
-    #[test]
-    fn in_flight_seqs_span_every_row_of_both_batches() {
-        assert_eq!(InFlightSeqs::of(&[]), None);
-        let in_flight = InFlightSeqs::of(&[row(40, "a"), row(12, "b"), row(30, "a")]);
-        assert_eq!(
-            in_flight,
-            Some(InFlightSeqs {
-                first: 12,
-                last: 40
-            })
-        );
-        let marking = InFlightSeqs::of(&[row(3, "c"), row(9, "c")]);
-        assert_eq!(
-            in_flight.map(|seqs| seqs.join(marking)),
-            Some(InFlightSeqs { first: 3, last: 40 })
-        );
-        assert_eq!(
-            InFlightSeqs { first: 3, last: 9 }.join(None),
-            InFlightSeqs { first: 3, last: 9 }
-        );
-    }
-
-    /// A claim ahead starts past the batches in flight (an index range, not a walk over
-    /// their locked rows), takes the rows before them in a statement of its own, and holds
-    /// back the rows behind a retried row it passes over. The limit is bound so that the
-    /// statement text stays the same from claim to claim.
-    #[test]
-    fn claim_ahead_passes_over_the_batches_in_flight() {
-        let outbox = Outbox::default();
-        let passing = InFlightSeqs {
-            first: 100,
-            last: 1_099,
-        };
-        let claim = Claim {
-            now: DateTime::UNIX_EPOCH,
-            partitions: None,
-            limit: 500,
-            ordered: true,
-            dead_letters: DeadLetterPolicy::Block,
-            lock: true,
-            worker_keys: None,
-            passing: Some(passing),
-        };
-        let store = Store::new(&outbox, DbBackend::Postgres);
-        let text = |seqs: Seqs| {
-            let mut sql = store.sql();
-            store.claim_conditions(&mut sql, claim, seqs);
-            let statement = sql.build();
-            (statement.sql, statement.values.map_or(0, |v| v.0.len()))
-        };
-        let (after, values) = text(Seqs::After(passing));
-        assert!(after.contains(r#"o."seq" > $2"#), "{after}");
-        assert!(
-            after.contains(
-                r#"r."attempts" > 0 AND (r."next_attempt_at" > $3 OR r."seq" BETWEEN $4 AND $5)"#
-            ),
-            "{after}"
-        );
-        assert!(
-            after.contains(
-                r#"b."attempts" > 0 AND (b."next_attempt_at" > $6 OR b."seq" BETWEEN $7 AND $8)"#
-            ),
-            "{after}"
-        );
-        assert_eq!(values, 8);
-        let (before, _) = text(Seqs::Before(passing));
-        assert!(before.contains(r#"o."seq" < $2"#), "{before}");
-        let mut sql = store.sql();
-        let first = Claim {
-            passing: None,
-            ..claim
-        };
-        store.claim_conditions(&mut sql, first, Seqs::All);
-        let all = sql.build().sql;
-        assert!(
-            !all.contains(r#"o."seq" >"#) && !all.contains("BETWEEN $"),
-            "{all}"
-        );
-
-        let store = Store::new(&outbox, DbBackend::MySql);
-        let mut sql = store.sql();
-        store.claim_conditions(&mut sql, claim, Seqs::Outside(passing));
-        let statement = sql.build();
-        assert!(
-            statement.sql.contains("AND (o.`seq` < ? OR o.`seq` > ?)"),
-            "{}",
-            statement.sql
         );
     }
 
