@@ -30,6 +30,8 @@ pub struct Proxy {
     /// Bumped by every cut: connections of an older generation close.
     generation: watch::Sender<u64>,
     connections: Arc<AtomicU64>,
+    /// Connections being forwarded right now.
+    open: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -45,10 +47,12 @@ impl Proxy {
         let up = Arc::new(AtomicBool::new(true));
         let (generation, _) = watch::channel(0u64);
         let connections = Arc::new(AtomicU64::new(0));
+        let open = Arc::new(AtomicU64::new(0));
         let task = {
             let up = Arc::clone(&up);
             let generation = generation.clone();
             let connections = Arc::clone(&connections);
+            let open = Arc::clone(&open);
             tokio::spawn(async move {
                 loop {
                     let Ok((mut client, _)) = listener.accept().await else {
@@ -62,14 +66,18 @@ impl Proxy {
                     let upstream = upstream.clone();
                     let mut cut = generation.subscribe();
                     let born = *cut.borrow();
+                    let open = Arc::clone(&open);
+                    open.fetch_add(1, Ordering::SeqCst);
                     tokio::spawn(async move {
-                        let Ok(mut server) = TcpStream::connect(&upstream).await else {
-                            return;
-                        };
-                        tokio::select! {
-                            _ = copy_bidirectional(&mut client, &mut server) => {}
-                            _ = cut.wait_for(|now| *now != born) => {}
+                        if let Ok(mut server) = TcpStream::connect(&upstream).await {
+                            tokio::select! {
+                                _ = copy_bidirectional(&mut client, &mut server) => {}
+                                _ = cut.wait_for(|now| *now != born) => {}
+                            }
                         }
+                        // Both sockets are closed here.
+                        drop(client);
+                        open.fetch_sub(1, Ordering::SeqCst);
                     });
                 }
             })
@@ -79,6 +87,7 @@ impl Proxy {
             up,
             generation,
             connections,
+            open,
             task,
         })
     }
@@ -92,6 +101,16 @@ impl Proxy {
     pub fn cut(&self) {
         self.up.store(false, Ordering::SeqCst);
         self.generation.send_modify(|generation| *generation += 1);
+    }
+
+    /// [`cut`](Self::cut), then waits (up to 5 s) until every connection it dropped is
+    /// closed: after this, nothing more passes through the proxy.
+    pub async fn cut_and_wait(&self) {
+        self.cut();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        while self.open.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
     }
 
     /// Accepts connections again.

@@ -1133,9 +1133,8 @@ impl Publisher for SlowBroker {
 /// A pipelined relay with a slow broker marks batch *n − 1* beside the claim of batch
 /// *n + 1* (PostgreSQL, MariaDB). A transient failure of `a0` in batch 1 must hold back the
 /// later rows of `a` whichever the claim of batch 3 sees: the mark not committed yet (the
-/// relay holds `a1` back itself), or `a0` retried inside the range of the batches in
-/// flight, which the claim passes over (the claim leaves `a1` alone). After the backoff
-/// everything arrives in order, once.
+/// relay holds `a1` back itself), or `a0` in backoff (the claim leaves `a1` alone). After
+/// the backoff everything arrives in order, once.
 async fn claim_beside_a_mark_holds_back_rows_behind_a_retry(db: &TestDb) {
     if db.conn().get_database_backend() == DbBackend::Sqlite {
         // No pipelining on SQLite.
