@@ -946,9 +946,8 @@ async fn drain_with_a_batch_at_the_broker(
 /// the relay to have two transactions open (its batch in flight and its claim ahead). On
 /// MariaDB `information_schema.innodb_trx` did not show both transactions reliably, so
 /// there the probe tries one row per transaction: it never holds more than one row, and
-/// the claim ahead reads twice the batch size of candidates.
+/// the claim ahead reads three times the batch size of candidates.
 async fn wait_for_claimable(db: &TestDb, expected: usize, deadline: Instant) {
-    use sea_orm::TransactionTrait as _;
     let backend = db.conn().get_database_backend();
     if backend == DbBackend::Postgres {
         loop {
@@ -993,35 +992,24 @@ async fn wait_for_claimable(db: &TestDb, expected: usize, deadline: Instant) {
             let mut lockable = 0;
             for row in pending {
                 let seq: i64 = row.try_get("", "seq").unwrap();
-                let txn = db.conn().begin().await.unwrap();
-                lockable += txn
-                    .query_all_raw(Statement::from_string(
-                        backend,
-                        format!(
-                            "SELECT seq FROM outbox{index} WHERE seq = {seq} \
-                             AND status = 'pending' FOR UPDATE SKIP LOCKED"
-                        ),
-                    ))
-                    .await
-                    .unwrap()
-                    .len();
-                txn.rollback().await.unwrap();
+                lockable += lock_and_release(
+                    db,
+                    &format!(
+                        "SELECT seq FROM outbox{index} WHERE seq = {seq} \
+                         AND status = 'pending' FOR UPDATE SKIP LOCKED"
+                    ),
+                )
+                .await;
             }
             lockable
         } else {
-            let txn = db.conn().begin().await.unwrap();
-            let rows = txn
-                .query_all_raw(Statement::from_string(
-                    backend,
-                    format!(
-                        "SELECT seq FROM outbox{index} WHERE status = 'pending' FOR UPDATE SKIP LOCKED"
-                    ),
-                ))
-                .await
-                .unwrap()
-                .len();
-            txn.rollback().await.unwrap();
-            rows
+            lock_and_release(
+                db,
+                &format!(
+                    "SELECT seq FROM outbox{index} WHERE status = 'pending' FOR UPDATE SKIP LOCKED"
+                ),
+            )
+            .await
         };
         if rows == expected {
             return;
@@ -1032,6 +1020,23 @@ async fn wait_for_claimable(db: &TestDb, expected: usize, deadline: Instant) {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// Runs the locking `select` in a transaction of its own, rolls it back and returns how
+/// many rows it locked.
+async fn lock_and_release(db: &TestDb, select: &str) -> usize {
+    use sea_orm::TransactionTrait as _;
+    let txn = db.conn().begin().await.unwrap();
+    let rows = txn
+        .query_all_raw(Statement::from_string(
+            db.conn().get_database_backend(),
+            select,
+        ))
+        .await
+        .unwrap()
+        .len();
+    txn.rollback().await.unwrap();
+    rows
 }
 
 /// Another relay taking a lease over while a pipelined relay has a batch in flight does
@@ -1131,10 +1136,11 @@ impl Publisher for SlowBroker {
 }
 
 /// A pipelined relay with a slow broker marks batch *n − 1* beside the claim of batch
-/// *n + 1* (PostgreSQL, MariaDB). A transient failure of `a0` in batch 1 must hold back the
-/// later rows of `a` whichever the claim of batch 3 sees: the mark not committed yet (the
-/// relay holds `a1` back itself), or `a0` in backoff (the claim leaves `a1` alone). After
-/// the backoff everything arrives in order, once.
+/// *n + 1* (PostgreSQL, MariaDB). A trigger makes every mark take about 100 ms, so the claim
+/// of batch 3 returns before batch 1's mark commits: it sees `a0` locked, not in backoff,
+/// and claims `a1`. The transient failure of `a0` in batch 1 must still hold `a1` back (the
+/// relay remembers what did not get through in both batches before the claim). After the
+/// backoff everything arrives in order, once.
 async fn claim_beside_a_mark_holds_back_rows_behind_a_retry(db: &TestDb) {
     if db.conn().get_database_backend() == DbBackend::Sqlite {
         // No pipelining on SQLite.
@@ -1142,6 +1148,7 @@ async fn claim_beside_a_mark_holds_back_rows_behind_a_retry(db: &TestDb) {
     }
     let (outbox, clock) = manual_outbox();
     setup(db, &outbox).await;
+    slow_marks(db).await;
     let broker = InProcessBroker::new();
     // Batches of 2: [a0 b0] [b1 b2] [a1 b3] [a2 b4] [b5 b6].
     for (order, n) in [
@@ -1192,4 +1199,26 @@ async fn claim_beside_a_mark_holds_back_rows_behind_a_retry(db: &TestDb) {
     assert_eq!(second.published, 3, "{second:?}");
     assert_eq!(received(&broker, "a"), [0, 1, 2]);
     assert_eq!(broker.len(), 10, "no duplicate");
+}
+
+/// Makes every `UPDATE` of the outbox table wait about 100 ms (PostgreSQL: once per
+/// statement; MariaDB: 50 ms per row, and the test's batches have 2 rows).
+async fn slow_marks(db: &TestDb) {
+    let backend = db.conn().get_database_backend();
+    let statements: &[&str] = if backend == DbBackend::Postgres {
+        &[
+            "CREATE FUNCTION slow_mark() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN PERFORM pg_sleep(0.1); RETURN NULL; END $$",
+            "CREATE TRIGGER slow_mark BEFORE UPDATE ON outbox \
+             FOR EACH STATEMENT EXECUTE FUNCTION slow_mark()",
+        ]
+    } else {
+        &["CREATE TRIGGER slow_mark BEFORE UPDATE ON outbox FOR EACH ROW SET @slept = SLEEP(0.05)"]
+    };
+    for statement in statements {
+        db.conn()
+            .execute_unprepared(statement)
+            .await
+            .unwrap_or_else(|error| panic!("{statement}: {error}"));
+    }
 }
