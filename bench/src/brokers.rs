@@ -1288,6 +1288,17 @@ async fn raw_loop<P: Publisher>(
     }
 }
 
+/// Publishes one fresh message (same route as the measured ones) with `publisher` before
+/// the clock starts, for the framework's publishers and the raw clients alike, so that every
+/// mode is measured with a client that is ready: a Kafka idempotent producer, for one, takes
+/// 0.5 to 1 s after it is created before its first delivery (connection to the partition
+/// leader, then `InitProducerId` on librdkafka's 500 ms timer), as long as publishing the
+/// 20 000 rows takes.
+async fn warm_up<P: Publisher>(publisher: &P) -> Result<(), BoxError> {
+    let message = messages(1, 1)?;
+    check(publisher.publish(&message).await, message.len())
+}
+
 /// Fails unless every message of a batch of `len` was published.
 fn check(outcome: BatchOutcome, len: usize) -> Result<(), BoxError> {
     let outcomes = outcome?;
@@ -1377,7 +1388,9 @@ impl Bench {
         let before = CpuSplit::now(broker.server_process());
         let (published, took) = match mode {
             Mode::Framework => {
-                let mut relay = self.relay(broker.framework(&id).await?, "bench-brokers")?;
+                let publisher = broker.framework(&id).await?;
+                warm_up(&publisher).await?;
+                let mut relay = self.relay(publisher, "bench-brokers")?;
                 relay.refresh_leases().await?;
                 let started = Instant::now();
                 let report = relay.drain().await?;
@@ -1386,8 +1399,11 @@ impl Bench {
                 (report.published, took)
             }
             Mode::TwoRelays => {
-                let mut a = self.relay(broker.framework(&id).await?, "bench-brokers-a")?;
-                let mut b = self.relay(broker.framework(&id).await?, "bench-brokers-b")?;
+                let (pa, pb) = (broker.framework(&id).await?, broker.framework(&id).await?);
+                warm_up(&pa).await?;
+                warm_up(&pb).await?;
+                let mut a = self.relay(pa, "bench-brokers-a")?;
+                let mut b = self.relay(pb, "bench-brokers-b")?;
                 // Both live, then each keeps only the partitions the hash gives it.
                 for relay in [&mut a, &mut b] {
                     relay.refresh_leases().await?;
@@ -1409,6 +1425,7 @@ impl Bench {
             }
             Mode::RawPublish => {
                 let raw = broker.raw(&id).await?;
+                warm_up(&raw).await?;
                 let started = Instant::now();
                 for chunk in self.rows.chunks(batch) {
                     check(raw.publish(chunk).await, chunk.len())?;
@@ -1417,12 +1434,14 @@ impl Bench {
             }
             Mode::RawRelay => {
                 let raw = broker.raw(&id).await?;
+                warm_up(&raw).await?;
                 let started = Instant::now();
                 let published = raw_loop(&self.pool, batch, Some(&raw)).await?;
                 (published, started.elapsed())
             }
             Mode::PublisherOnly => {
                 let publisher = broker.framework(&id).await?;
+                warm_up(&publisher).await?;
                 let started = Instant::now();
                 for chunk in self.rows.chunks(batch) {
                     check(publisher.publish(chunk).await, chunk.len())?;
