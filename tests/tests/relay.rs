@@ -51,6 +51,7 @@ backend_tests!(
     failure_holds_back_rows_claimed_ahead,
     claim_ahead_gives_way_to_a_lease_takeover,
     claim_beside_a_mark_holds_back_rows_behind_a_retry,
+    claim_ahead_does_not_pass_over_a_late_commit,
 );
 
 const AGGREGATE: &str = OrderNotedV2::AGGREGATE_TYPE;
@@ -948,6 +949,17 @@ async fn drain_with_a_batch_at_the_broker(
 /// there the probe tries one row per transaction: it never holds more than one row, and
 /// the claim ahead reads three times the batch size of candidates.
 async fn wait_for_claimable(db: &TestDb, expected: usize, deadline: Instant) {
+    wait_for_claimable_beside(db, expected, deadline, 0).await;
+}
+
+/// [`wait_for_claimable`] while the test itself keeps `open` transactions open (on
+/// PostgreSQL the probe then waits for `2 + open` transactions).
+async fn wait_for_claimable_beside(
+    db: &TestDb,
+    expected: usize,
+    deadline: Instant,
+    test_open: i64,
+) {
     let backend = db.conn().get_database_backend();
     if backend == DbBackend::Postgres {
         loop {
@@ -963,12 +975,13 @@ async fn wait_for_claimable(db: &TestDb, expected: usize, deadline: Instant) {
                 .unwrap()
                 .try_get::<i64>("", "n")
                 .unwrap();
-            if open >= 2 {
+            let relay_open = open - test_open;
+            if relay_open >= 2 {
                 break;
             }
             assert!(
                 Instant::now() < deadline,
-                "the next batch was not claimed ahead: {open} transactions open, not 2"
+                "the next batch was not claimed ahead: {relay_open} transactions open, not 2"
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -1221,4 +1234,90 @@ async fn slow_marks(db: &TestDb) {
             .await
             .unwrap_or_else(|error| panic!("{statement}: {error}"));
     }
+}
+
+/// A claim ahead must not pass over a row committed late below the batches in flight
+/// (producers take `seq`s in one order and commit in another): on PostgreSQL the claim
+/// ahead starts past those batches only when it counts no such row. Here `a0` (seq 1) is
+/// inserted, uncommitted, before the relay starts; batch 1 [b0 b1] waits at the broker and
+/// batch 2 [b2 b3] is claimed ahead; then `a0` commits, and `a1` (seq 6) after it. The
+/// claim of batch 3, past batch 2, would take [a1 b4] and publish `a1` before `a0`; it must
+/// see `a0` and claim from the start: [a0 a1].
+async fn claim_ahead_does_not_pass_over_a_late_commit(db: &TestDb) {
+    use sea_orm::TransactionTrait as _;
+    let backend = db.conn().get_database_backend();
+    if backend == DbBackend::Sqlite {
+        // No pipelining on SQLite.
+        return;
+    }
+    let (outbox, _clock) = manual_outbox();
+    setup(db, &outbox).await;
+    // seq 1: a0, 2–5: b0–b3, 6: a1, 7–8: b4 b5. The rows of `a` are then set aside and
+    // inserted again, with their `seq`s, when the test wants them to commit.
+    note(db, &outbox, "a", 0, 1).await;
+    note(db, &outbox, "b", 0, 4).await;
+    note(db, &outbox, "a", 1, 1).await;
+    note(db, &outbox, "b", 4, 2).await;
+    for statement in [
+        "CREATE TABLE late_rows AS SELECT * FROM outbox WHERE aggregate_id = 'a'",
+        "DELETE FROM outbox WHERE aggregate_id = 'a'",
+    ] {
+        db.conn().execute_unprepared(statement).await.unwrap();
+    }
+    let seq_of = async |n: u32| -> i64 {
+        let rows = db
+            .conn()
+            .query_all_raw(Statement::from_string(
+                backend,
+                "SELECT seq FROM late_rows ORDER BY seq",
+            ))
+            .await
+            .unwrap();
+        rows[usize::try_from(n).unwrap()]
+            .try_get::<i64>("", "seq")
+            .unwrap()
+    };
+    let (a0, a1) = (seq_of(0).await, seq_of(1).await);
+    assert!(a0 < a1, "a0 {a0}, a1 {a1}");
+    let late = db.conn().begin().await.unwrap();
+    late.execute_unprepared(&format!(
+        "INSERT INTO outbox SELECT * FROM late_rows WHERE seq = {a0}"
+    ))
+    .await
+    .unwrap();
+
+    let broker = InProcessBroker::new();
+    broker.pause();
+    let mut relay = relay(db, &outbox, &broker, "relay-1")
+        .batch_size(2)
+        .heartbeat_interval(Duration::from_secs(60))
+        .lease_ttl(Duration::from_secs(150))
+        .publish_timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let draining = tokio::spawn(async move { relay.drain().await });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while broker.waiting() == 0 {
+        assert!(Instant::now() < deadline, "no batch reached the broker");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Batch 1 at the broker, batch 2 claimed ahead: b4 and b5 are left.
+    wait_for_claimable_beside(db, 2, deadline, 1).await;
+    late.commit().await.unwrap();
+    db.conn()
+        .execute_unprepared(&format!(
+            "INSERT INTO outbox SELECT * FROM late_rows WHERE seq = {a1}"
+        ))
+        .await
+        .unwrap();
+    broker.resume();
+    let report = tokio::time::timeout(Duration::from_secs(20), draining)
+        .await
+        .expect("the drain finished")
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.published, 8, "{report:?}");
+    assert_eq!(received(&broker, "a"), [0, 1], "a0 before a1");
+    assert_eq!(received(&broker, "b"), (0..6).collect::<Vec<_>>());
+    assert_eq!(broker.len(), 8, "no duplicate");
 }

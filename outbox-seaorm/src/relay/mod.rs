@@ -174,7 +174,7 @@ use crate::config::Outbox;
 use crate::job::{AlertHook, SharedAlertHook};
 use crate::ops::Operations;
 use lease::{OUTBOX_CLEANUP_LEASE, RELAY_LEASE, lease_partition, owner_of, partition_lease};
-use store::{AfterFailure, Claim, ClaimedRow, LeaseLock, Store};
+use store::{AfterFailure, Claim, ClaimedRow, LeaseLock, PastInFlight, Store};
 
 /// Why a relay operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -757,7 +757,7 @@ impl<P: Publisher + 'static> Relay<P> {
     /// A batch on PostgreSQL / MariaDB: one transaction holding the row locks (and the
     /// lease share locks) while publishing.
     async fn batch_locked(&self) -> Result<BatchReport, RelayError> {
-        let Some(mut batch) = self.claim_locked(false).await? else {
+        let Some(mut batch) = self.claim_locked(false, None).await? else {
             return Ok(BatchReport::default());
         };
         let held = self.held_rows(&batch.txn, &batch.rows).await?;
@@ -773,7 +773,18 @@ impl<P: Publisher + 'static> Relay<P> {
     /// when another relay is taking a lease over meanwhile the claim gives way: `None`,
     /// the transaction rolled back; the relay marks its batch in flight, which lets the
     /// takeover through, and claims again afterwards.
-    async fn claim_locked(&self, ahead: bool) -> Result<Option<LockedBatch>, RelayError> {
+    ///
+    /// `past`: on PostgreSQL, the claim starts past the batches in flight (see
+    /// [`PastInFlight`]). When it finds less than a full batch (nothing left past them, or
+    /// a row below them that it must not pass over), the same transaction claims again
+    /// from the start: rows the first claim locked and the second does not return stay
+    /// pending, and are released with the transaction.
+    async fn claim_locked(
+        &self,
+        ahead: bool,
+        past: Option<PastInFlight>,
+    ) -> Result<Option<LockedBatch>, RelayError> {
+        let past = past.filter(|_| self.store.backend() == DbBackend::Postgres);
         let isolation =
             (self.store.backend() == DbBackend::MySql).then_some(IsolationLevel::ReadCommitted);
         let txn = crate::transaction::begin_whole(&self.db, isolation).await?;
@@ -824,13 +835,11 @@ impl<P: Publisher + 'static> Relay<P> {
             txn.commit().await?;
             return Ok(None);
         }
-        let rows = self
-            .store
-            .claim(
-                &txn,
-                self.claim(now, partitions.as_deref(), keys.as_deref()),
-            )
-            .await?;
+        let claim = self.claim(now, partitions.as_deref(), keys.as_deref());
+        let mut rows = self.store.claim(&txn, Claim { past, ..claim }).await?;
+        if past.is_some() && rows.len() < claim.limit {
+            rows = self.store.claim(&txn, claim).await?;
+        }
         if rows.is_empty() {
             txn.commit().await?;
             return Ok(None);
@@ -908,6 +917,7 @@ impl<P: Publisher + 'static> Relay<P> {
             dead_letters: self.config.dead_letter_policy,
             lock: true,
             worker_keys,
+            past: None,
         }
     }
 

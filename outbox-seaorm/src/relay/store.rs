@@ -136,6 +136,35 @@ pub(crate) struct Claim<'a> {
     /// Job-queue mode: only rows with one of these worker keys (`None`: every row); the
     /// per-aggregate conditions then look at rows of the same worker key only.
     pub(crate) worker_keys: Option<&'a [String]>,
+    /// A claim ahead that starts past the batches in flight (PostgreSQL; see
+    /// [`PastInFlight`]).
+    pub(crate) past: Option<PastInFlight>,
+}
+
+/// A claim ahead (PostgreSQL) that starts past the rows of the batches this relay has in
+/// flight, instead of trying, and skipping, each of their locked rows on the way (about
+/// 2.5 µs per locked row, measured with `EXPLAIN ANALYZE`).
+///
+/// Starting past them is only right when no other claimable row lies below them: a row
+/// committed late inside their range (producers take `seq`s in one order and commit in
+/// another), a row a batch left pending. Passing over such a row while taking later rows
+/// of its aggregate would break per-aggregate order. So the claim, in the same statement
+/// (one snapshot), counts the pending, due rows of its partitions up to [`last`](Self::last)
+/// and takes rows only when the count is exactly the rows in flight: the batch being
+/// published (pending, locked) and the batch being marked beside the claim, which are
+/// pending until that mark commits and none after it (a batch whose rows all leave
+/// `pending`). Every other row adds to the count, so any such row makes the claim take
+/// nothing, and the relay claims again from the start (see `Relay::claim_locked`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PastInFlight {
+    /// The highest `seq` of the batches in flight.
+    pub(crate) last: i64,
+    /// Rows of the batch being published.
+    pub(crate) publishing: i64,
+    /// The batch being marked beside the claim, when there is one: a row of it that its
+    /// mark takes out of `pending` (the mark commits atomically: this row tells whether the
+    /// claim's snapshot sees it), and its row count.
+    pub(crate) marking: Option<(i64, i64)>,
 }
 
 /// The relay's statements for one outbox on one backend.
@@ -326,6 +355,9 @@ impl Store {
         let mut sql = self.sql();
         sql.push("SELECT ").push(&self.select_list);
         self.claim_conditions(&mut sql, claim);
+        if let Some(past) = claim.past.filter(|_| claim.lock) {
+            self.past_in_flight(&mut sql, claim, past);
+        }
         sql.push(&format!(
             " ORDER BY o.{} LIMIT {}",
             quote(self.backend, c.seq),
@@ -401,6 +433,49 @@ impl Store {
                 self.same_aggregate_before(sql, "d", HOLDING, keyed);
                 sql.push("))");
             }
+        }
+    }
+
+    /// `AND o.seq > :last AND (SELECT count(*) FROM outbox s WHERE s.status = 'pending'
+    /// AND <due> AND s.seq <= :last AND <partitions, keys>) = :publishing [+ CASE WHEN
+    /// (SELECT p.status FROM outbox p WHERE p.seq = :probe) = 'pending' THEN :marking ELSE
+    /// 0 END]` (see [`PastInFlight`]). The count does not depend on the row: PostgreSQL
+    /// evaluates it once, before the scan, and scans nothing when it differs.
+    fn past_in_flight(&self, sql: &mut Sql, claim: Claim<'_>, past: PastInFlight) {
+        let c = self.outbox.columns();
+        let table = quote_table(self.backend, self.outbox.outbox_table());
+        let q = |name: &str| quote(self.backend, name);
+        sql.push(&format!(" AND o.{} > ", q(c.seq)))
+            .bind(Value::BigInt(Some(past.last)));
+        sql.push(&format!(
+            " AND (SELECT count(*) FROM {table} s WHERE s.{} = 'pending' AND (s.{} = 0 OR s.{} <= ",
+            q(c.status),
+            q(c.attempts),
+            q(c.next_attempt_at)
+        ))
+        .bind(self.ts(claim.now))
+        .push(&format!(") AND s.{} <= ", q(c.seq)))
+        .bind(Value::BigInt(Some(past.last)));
+        if let Some(partitions) = claim.partitions {
+            sql.push(" AND ");
+            partition_condition(sql, &format!("s.{}", q(c.partition)), partitions);
+        }
+        if let Some(keys) = claim.worker_keys {
+            sql.push(&format!(" AND s.{} IN (", q(c.worker_key)))
+                .string_list(keys)
+                .push(")");
+        }
+        sql.push(") = ").bind(Value::BigInt(Some(past.publishing)));
+        if let Some((probe, count)) = past.marking {
+            sql.push(&format!(
+                " + CASE WHEN (SELECT p.{} FROM {table} p WHERE p.{} = ",
+                q(c.status),
+                q(c.seq)
+            ))
+            .bind(Value::BigInt(Some(probe)))
+            .push(") = 'pending' THEN ")
+            .bind(Value::BigInt(Some(count)))
+            .push(" ELSE 0 END");
         }
     }
 
@@ -1224,5 +1299,44 @@ mod tests {
         let truncated = truncate_error(&long);
         assert_eq!(truncated.chars().count(), MAX_ERROR_CHARS + 1);
         assert_eq!(truncate_error("short"), "short");
+    }
+
+    #[test]
+    fn a_claim_past_the_batches_in_flight_counts_the_rows_below_them() {
+        let store = Store::new(&Outbox::default(), DbBackend::Postgres);
+        let claim = Claim {
+            now: "2026-03-01T09:00:00Z".parse().expect("time"),
+            partitions: Some(&[0, 1, 2, 3]),
+            limit: 500,
+            ordered: true,
+            dead_letters: DeadLetterPolicy::Block,
+            lock: true,
+            worker_keys: None,
+            past: None,
+        };
+        let sql_of = |past| {
+            let mut sql = store.sql();
+            store.past_in_flight(&mut sql, claim, past);
+            let statement = sql.build();
+            (statement.sql, statement.values.map(|v| v.0.len()))
+        };
+        let beside_a_mark = PastInFlight {
+            last: 1500,
+            publishing: 500,
+            marking: Some((501, 500)),
+        };
+        assert_eq!(
+            sql_of(beside_a_mark),
+            (
+                r#" AND o."seq" > $1 AND (SELECT count(*) FROM "outbox" s WHERE s."status" = 'pending' AND (s."attempts" = 0 OR s."next_attempt_at" <= $2) AND s."seq" <= $3 AND (s."partition" BETWEEN 0 AND 3)) = $4 + CASE WHEN (SELECT p."status" FROM "outbox" p WHERE p."seq" = $5) = 'pending' THEN $6 ELSE 0 END"#
+                    .to_owned(),
+                Some(6)
+            )
+        );
+        let alone = PastInFlight {
+            marking: None,
+            ..beside_a_mark
+        };
+        assert!(sql_of(alone).0.ends_with(") = $4"));
     }
 }
