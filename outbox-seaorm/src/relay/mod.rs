@@ -382,7 +382,10 @@ impl<P: Publisher + 'static> RelayBuilder<P> {
     /// kept: batch *n + 1* is published only after batches *n* and *n − 1*
     /// were acknowledged, and its rows whose aggregate did not get through in either wait.
     /// A crash can leave two batches published but unmarked (both are published again,
-    /// with the same message ids), against one without pipelining.
+    /// with the same message ids), against one without pipelining. On PostgreSQL the claim
+    /// ahead starts past the rows of the batches in flight instead of trying each locked
+    /// row, as long as it counts no other claimable row below them (a row committed late,
+    /// a row a batch left pending); otherwise it claims from the start.
     ///
     /// Claiming ahead pays only when publishing takes time: the relay measures each batch
     /// and claims ahead while a batch's publishing takes at least an eighth of the database
