@@ -777,7 +777,8 @@ impl<P: Publisher + 'static> Relay<P> {
     /// the transaction rolled back; the relay marks its batch in flight, which lets the
     /// takeover through, and claims again afterwards.
     ///
-    /// `past`: on PostgreSQL, the claim starts past the batches in flight (see
+    /// `past`: on PostgreSQL, for a relay that holds leases (partitions or worker keys of
+    /// its own), the claim starts past the batches in flight (see
     /// [`PastInFlight`]). When it finds less than a full batch (nothing left past them, or
     /// a row below them that it must not pass over), the same transaction claims again
     /// from the start: rows the first claim locked and the second does not return stay
@@ -787,7 +788,9 @@ impl<P: Publisher + 'static> Relay<P> {
         ahead: bool,
         past: Option<PastInFlight>,
     ) -> Result<Option<LockedBatch>, RelayError> {
-        let past = past.filter(|_| self.store.backend() == DbBackend::Postgres);
+        // Unordered relays hold no leases and share every row: the batches of the others
+        // would count below `last`, and the claim would nearly always start over.
+        let past = past.filter(|_| self.store.backend() == DbBackend::Postgres && self.leased());
         let isolation =
             (self.store.backend() == DbBackend::MySql).then_some(IsolationLevel::ReadCommitted);
         let txn = crate::transaction::begin_whole(&self.db, isolation).await?;
