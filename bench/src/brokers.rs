@@ -1385,11 +1385,14 @@ impl Bench {
         }
         let id = fresh_id();
         broker.create(&id).await?;
-        let before = CpuSplit::now(broker.server_process());
+        // Taken again once the clients are warm (see `warm_up`): a Kafka producer's second
+        // of start-up would otherwise count idle server time of every process.
+        let mut before = CpuSplit::now(broker.server_process());
         let (published, took) = match mode {
             Mode::Framework => {
                 let publisher = broker.framework(&id).await?;
                 warm_up(&publisher).await?;
+                before = CpuSplit::now(broker.server_process());
                 let mut relay = self.relay(publisher, "bench-brokers")?;
                 relay.refresh_leases().await?;
                 let started = Instant::now();
@@ -1402,6 +1405,7 @@ impl Bench {
                 let (pa, pb) = (broker.framework(&id).await?, broker.framework(&id).await?);
                 warm_up(&pa).await?;
                 warm_up(&pb).await?;
+                before = CpuSplit::now(broker.server_process());
                 let mut a = self.relay(pa, "bench-brokers-a")?;
                 let mut b = self.relay(pb, "bench-brokers-b")?;
                 // Both live, then each keeps only the partitions the hash gives it.
@@ -1426,6 +1430,7 @@ impl Bench {
             Mode::RawPublish => {
                 let raw = broker.raw(&id).await?;
                 warm_up(&raw).await?;
+                before = CpuSplit::now(broker.server_process());
                 let started = Instant::now();
                 for chunk in self.rows.chunks(batch) {
                     check(raw.publish(chunk).await, chunk.len())?;
@@ -1435,6 +1440,7 @@ impl Bench {
             Mode::RawRelay => {
                 let raw = broker.raw(&id).await?;
                 warm_up(&raw).await?;
+                before = CpuSplit::now(broker.server_process());
                 let started = Instant::now();
                 let published = raw_loop(&self.pool, batch, Some(&raw)).await?;
                 (published, started.elapsed())
@@ -1442,6 +1448,7 @@ impl Bench {
             Mode::PublisherOnly => {
                 let publisher = broker.framework(&id).await?;
                 warm_up(&publisher).await?;
+                before = CpuSplit::now(broker.server_process());
                 let started = Instant::now();
                 for chunk in self.rows.chunks(batch) {
                     check(publisher.publish(chunk).await, chunk.len())?;

@@ -436,8 +436,9 @@ impl Store {
         }
     }
 
-    /// `AND o.seq > :last AND (SELECT count(*) FROM outbox s WHERE s.status = 'pending'
-    /// AND <due> AND s.seq <= :last AND <partitions, keys>) = :publishing [+ CASE WHEN
+    /// `AND o.seq > :last AND (SELECT count(*) FROM (SELECT 1 FROM outbox s WHERE s.status
+    /// = 'pending' AND <due> AND s.seq <= :last AND <partitions, keys> ORDER BY s.seq LIMIT
+    /// :in_flight + 1) AS s) = :publishing [+ CASE WHEN
     /// (SELECT p.status FROM outbox p WHERE p.seq = :probe) = 'pending' THEN :marking ELSE
     /// 0 END]` (see [`PastInFlight`]). The count does not depend on the row: PostgreSQL
     /// evaluates it once, before the scan, and scans nothing when it differs.
@@ -448,7 +449,8 @@ impl Store {
         sql.push(&format!(" AND o.{} > ", q(c.seq)))
             .bind(Value::BigInt(Some(past.last)));
         sql.push(&format!(
-            " AND (SELECT count(*) FROM {table} s WHERE s.{} = 'pending' AND (s.{} = 0 OR s.{} <= ",
+            " AND (SELECT count(*) FROM (SELECT 1 FROM {table} s WHERE s.{} = 'pending' \
+             AND (s.{} = 0 OR s.{} <= ",
             q(c.status),
             q(c.attempts),
             q(c.next_attempt_at)
@@ -465,7 +467,15 @@ impl Store {
                 .string_list(keys)
                 .push(")");
         }
-        sql.push(") = ").bind(Value::BigInt(Some(past.publishing)));
+        // In `seq` order, and no further than one row more than can be in flight: the
+        // count stays a walk of the pending index from its start, whatever the statistics
+        // (a generic plan counting every row of the table by a sequential scan took 21 ms
+        // instead of 0.9 after a few thousand batches).
+        let in_flight = past.publishing + past.marking.map_or(0, |(_, rows)| rows);
+        sql.push(&format!(" ORDER BY s.{} LIMIT ", q(c.seq)))
+            .bind(Value::BigInt(Some(in_flight.saturating_add(1))))
+            .push(") AS s) = ")
+            .bind(Value::BigInt(Some(past.publishing)));
         if let Some((probe, count)) = past.marking {
             sql.push(&format!(
                 " + CASE WHEN (SELECT p.{} FROM {table} p WHERE p.{} = ",
@@ -1328,15 +1338,15 @@ mod tests {
         assert_eq!(
             sql_of(beside_a_mark),
             (
-                r#" AND o."seq" > $1 AND (SELECT count(*) FROM "outbox" s WHERE s."status" = 'pending' AND (s."attempts" = 0 OR s."next_attempt_at" <= $2) AND s."seq" <= $3 AND (s."partition" BETWEEN 0 AND 3)) = $4 + CASE WHEN (SELECT p."status" FROM "outbox" p WHERE p."seq" = $5) = 'pending' THEN $6 ELSE 0 END"#
+                r#" AND o."seq" > $1 AND (SELECT count(*) FROM (SELECT 1 FROM "outbox" s WHERE s."status" = 'pending' AND (s."attempts" = 0 OR s."next_attempt_at" <= $2) AND s."seq" <= $3 AND (s."partition" BETWEEN 0 AND 3) ORDER BY s."seq" LIMIT $4) AS s) = $5 + CASE WHEN (SELECT p."status" FROM "outbox" p WHERE p."seq" = $6) = 'pending' THEN $7 ELSE 0 END"#
                     .to_owned(),
-                Some(6)
+                Some(7)
             )
         );
         let alone = PastInFlight {
             marking: None,
             ..beside_a_mark
         };
-        assert!(sql_of(alone).0.ends_with(") = $4"));
+        assert!(sql_of(alone).0.ends_with(") AS s) = $5"));
     }
 }
