@@ -81,6 +81,23 @@ pub mod header {
     pub const TRACEPARENT: &str = "traceparent";
     /// W3C trace state.
     pub const TRACESTATE: &str = "tracestate";
+
+    /// Every header name of the mapping (adapters map them to their transport's names once).
+    pub const ALL: [&str; 13] = [
+        ID,
+        TYPE,
+        SOURCE,
+        TIME,
+        SUBJECT,
+        SPEC_VERSION,
+        DATA_SCHEMA,
+        AGGREGATE_TYPE,
+        CORRELATION_ID,
+        CAUSATION_ID,
+        CONTENT_TYPE,
+        TRACEPARENT,
+        TRACESTATE,
+    ];
 }
 
 /// A message in CloudEvents binary mode: transport headers and the JSON body.
@@ -230,21 +247,6 @@ where
     config.check_payload_size(body.len())?;
     let mut known: BTreeMap<&'static str, String> = BTreeMap::new();
     let mut free: BTreeMap<String, String> = BTreeMap::new();
-    const KNOWN: [&str; 13] = [
-        header::ID,
-        header::TYPE,
-        header::SOURCE,
-        header::TIME,
-        header::SUBJECT,
-        header::SPEC_VERSION,
-        header::DATA_SCHEMA,
-        header::AGGREGATE_TYPE,
-        header::CORRELATION_ID,
-        header::CAUSATION_ID,
-        header::CONTENT_TYPE,
-        header::TRACEPARENT,
-        header::TRACESTATE,
-    ];
     for (name, value) in headers {
         let name = name.as_ref();
         let value =
@@ -253,7 +255,7 @@ where
                 message: "value is not UTF-8".to_owned(),
             })?;
         let lower = name.to_ascii_lowercase();
-        match KNOWN.iter().find(|k| **k == lower) {
+        match header::ALL.iter().find(|k| **k == lower) {
             Some(key) => {
                 if known.insert(key, value.to_owned()).is_some() {
                     return Err(CloudEventsError::DuplicateHeader(lower));

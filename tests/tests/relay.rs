@@ -919,12 +919,29 @@ async fn drain_with_a_batch_at_the_broker(
 ) {
     let (outbox, _clock) = manual_outbox();
     setup(db, &outbox).await;
-    let broker = InProcessBroker::new();
     note(db, &outbox, "a", 0, 10).await;
     note(db, &outbox, "b", 0, 10).await;
+    drain_into_a_paused_broker(db, &outbox, 4).await
+}
+
+/// A pipelined relay (batches of `batch_size`) draining `outbox` into a paused broker;
+/// returns once its first batch waits at the broker, with a deadline 10 s from the start of
+/// the drain.
+async fn drain_into_a_paused_broker(
+    db: &TestDb,
+    outbox: &Outbox,
+    batch_size: usize,
+) -> (
+    InProcessBroker,
+    tokio::task::JoinHandle<
+        Result<outbox_seaorm::relay::RelayReport, outbox_seaorm::relay::RelayError>,
+    >,
+    Instant,
+) {
+    let broker = InProcessBroker::new();
     broker.pause();
-    let mut relay = relay(db, &outbox, &broker, "relay-1")
-        .batch_size(4)
+    let mut relay = relay(db, outbox, &broker, "relay-1")
+        .batch_size(batch_size)
         // The broker stays paused while the test looks at the locks: no timeout meanwhile
         // (and a lease that outlives it), no heartbeat (which ends a pipelined run).
         .heartbeat_interval(Duration::from_secs(60))
@@ -1286,21 +1303,7 @@ async fn claim_ahead_does_not_pass_over_a_late_commit(db: &TestDb) {
     .await
     .unwrap();
 
-    let broker = InProcessBroker::new();
-    broker.pause();
-    let mut relay = relay(db, &outbox, &broker, "relay-1")
-        .batch_size(2)
-        .heartbeat_interval(Duration::from_secs(60))
-        .lease_ttl(Duration::from_secs(150))
-        .publish_timeout(Duration::from_secs(60))
-        .build()
-        .unwrap();
-    let draining = tokio::spawn(async move { relay.drain().await });
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while broker.waiting() == 0 {
-        assert!(Instant::now() < deadline, "no batch reached the broker");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let (broker, draining, deadline) = drain_into_a_paused_broker(db, &outbox, 2).await;
     // Batch 1 at the broker, batch 2 claimed ahead: b4 and b5 are left.
     wait_for_claimable_beside(db, 2, deadline, 1).await;
     late.commit().await.unwrap();

@@ -308,27 +308,10 @@ impl Publisher for NatsPublisher {
 
 /// The CloudEvents header names, made once (a static name is not copied into each
 /// message).
-static CLOUDEVENTS_HEADERS: [(&str, HeaderName); 13] = {
-    use cloudevents::header as h;
-    const fn name(text: &'static str) -> (&'static str, HeaderName) {
-        (text, HeaderName::from_static(text))
-    }
-    [
-        name(h::SPEC_VERSION),
-        name(h::ID),
-        name(h::TYPE),
-        name(h::SOURCE),
-        name(h::TIME),
-        name(h::SUBJECT),
-        name(h::DATA_SCHEMA),
-        name(h::AGGREGATE_TYPE),
-        name(h::CORRELATION_ID),
-        name(h::CAUSATION_ID),
-        name(h::CONTENT_TYPE),
-        name(h::TRACEPARENT),
-        name(h::TRACESTATE),
-    ]
-};
+static CLOUDEVENTS_HEADERS: std::sync::LazyLock<[(&str, HeaderName); 13]> =
+    std::sync::LazyLock::new(|| {
+        cloudevents::header::ALL.map(|name| (name, HeaderName::from_static(name)))
+    });
 
 /// The NATS header name of `name`: a static one for the CloudEvents headers, a checked
 /// one (printable ASCII, no `:`) for the envelope's own headers.
