@@ -335,7 +335,7 @@ impl Publisher for RawNats {
             let message = cloudevents::to_binary(envelope).map_err(unavailable)?;
             let mut headers = async_nats::HeaderMap::new();
             for (name, value) in &message.headers {
-                headers.insert(name.as_str(), value.as_str());
+                headers.insert(name.as_ref(), value.as_str());
             }
             headers.insert("Nats-Msg-Id", envelope.message_id.to_string());
             let publish = PublishMessage::build()
@@ -671,7 +671,7 @@ fn amqp_message(envelope: &Envelope) -> Result<(lapin::BasicProperties, Vec<u8>)
             continue;
         }
         table.insert(
-            ShortString::from(name.as_str()),
+            ShortString::from(name.as_ref()),
             AMQPValue::LongString(LongString::from(value)),
         );
     }
@@ -1210,7 +1210,7 @@ async fn reset(pool: &PgPool) -> Result<(), BoxError> {
 fn envelope_of(row: &sqlx::postgres::PgRow) -> Result<Envelope, BoxError> {
     use sea_orm::sqlx::types::Json;
     let headers: Json<std::collections::BTreeMap<String, String>> = row.try_get("headers")?;
-    let payload: Json<serde_json::Value> = row.try_get("payload")?;
+    let payload: Json<outbox_core::Payload> = row.try_get("payload")?;
     Ok(Envelope::from_parts(EnvelopeParts {
         message_id: row.try_get("message_id")?,
         event_type: row.try_get("event_type")?,
@@ -1230,8 +1230,8 @@ const SELECT_COLUMNS: &str = "seq, message_id, event_type, version, aggregate_ty
      aggregate_id, partition, correlation_id, causation_id, traceparent, tracestate, headers, \
      occurred_at, payload, attempts";
 
-/// The raw loop of the `relay` benchmark (claim, read every column with the payload parsed,
-/// mark, commit), with `publish` in the middle when given: the rows become envelopes and
+/// The raw loop of the `relay` benchmark (claim, read every column, the payload as validated
+/// JSON text, mark, commit), with `publish` in the middle when given: the rows become envelopes and
 /// are published before the mark. With `None`, the raw drain baseline, identical to
 /// `relay::raw_drain`.
 async fn raw_loop<P: Publisher>(
@@ -1266,7 +1266,8 @@ async fn raw_loop<P: Publisher>(
                     let _id: Uuid = row.try_get("message_id")?;
                     let _type: String = row.try_get("event_type")?;
                     let _aggregate: String = row.try_get("aggregate_id")?;
-                    let _payload: serde_json::Value = row.try_get("payload")?;
+                    let _payload: sqlx::types::Json<Box<serde_json::value::RawValue>> =
+                        row.try_get("payload")?;
                     let _headers: serde_json::Value = row.try_get("headers")?;
                 }
             }

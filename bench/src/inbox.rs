@@ -46,7 +46,6 @@ use sea_orm::{
     ColumnTrait as _, ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbErr,
     EntityTrait as _, QueryFilter as _, TransactionTrait as _,
 };
-use serde::Deserialize as _;
 use uuid::Uuid;
 
 use crate::{Timing, count};
@@ -189,7 +188,7 @@ impl Bench {
         if envelope.event_type != OrderPlacedV1::EVENT_TYPE {
             return Err("unexpected event type".into());
         }
-        Ok(OrderPlacedV1::deserialize(&envelope.payload)?)
+        Ok(envelope.payload.deserialize_as::<OrderPlacedV1>()?)
     }
 
     async fn raw_updates(

@@ -4,7 +4,8 @@
 //! - **drain**: publish N pending rows (default 100 000) with a no-op publisher: the relay
 //!   (`drain()`, per-aggregate mode, leases) vs a raw-SQL claim + mark loop through sqlx
 //!   with the same batch size (`SELECT <the columns of an envelope> … ORDER BY seq LIMIT n
-//!   FOR UPDATE SKIP LOCKED`, every column decoded — payload and headers parsed as JSON —,
+//!   FOR UPDATE SKIP LOCKED`, every column decoded — headers parsed as JSON, the payload read as validated JSON
+//!   text, as the relay does —,
 //!   `UPDATE … SET status = 'published' WHERE seq = ANY($1)`, `COMMIT`): what any relay
 //!   must do to publish a row. Before each run the table is emptied and refilled with the
 //!   same N fresh pending rows, then vacuumed and analyzed; the two alternate. (Resetting
@@ -229,12 +230,12 @@ struct RawRow {
     tracestate: Option<String>,
     headers: serde_json::Value,
     occurred_at: chrono::DateTime<chrono::Utc>,
-    payload: serde_json::Value,
+    payload: sqlx::types::Json<Box<serde_json::value::RawValue>>,
     attempts: i32,
 }
 
-/// The raw loop: claim, decode every column of the envelope (payload and headers parsed),
-/// mark, commit.
+/// The raw loop: claim, decode every column of the envelope (headers parsed, the payload
+/// read as JSON text and validated), mark, commit.
 async fn raw_drain(pool: &PgPool, batch: usize) -> Result<usize, BoxError> {
     let mut total = 0;
     loop {

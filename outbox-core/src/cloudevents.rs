@@ -39,6 +39,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -46,6 +47,7 @@ use uuid::Uuid;
 
 use crate::envelope::{DecodeError, Envelope, EnvelopeConfig, EnvelopeParts};
 use crate::name::EventType;
+use crate::payload::Payload;
 use crate::schema::schema_id;
 
 /// The CloudEvents specification version written and accepted.
@@ -103,8 +105,9 @@ pub mod header {
 /// A message in CloudEvents binary mode: transport headers and the JSON body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BinaryMessage {
-    /// Header names (lowercase) and values, in a fixed order.
-    pub headers: Vec<(String, String)>,
+    /// Header names (lowercase) and values, in a fixed order. The mapping's own names are
+    /// the [`header`] constants (borrowed); the envelope's free-form header names are owned.
+    pub headers: Vec<(Cow<'static, str>, String)>,
     /// The JSON payload.
     pub body: Vec<u8>,
 }
@@ -142,9 +145,6 @@ pub enum CloudEventsError {
     /// The payload or event type could not be decoded.
     #[error(transparent)]
     Decode(#[from] DecodeError),
-    /// The payload could not be serialized.
-    #[error("payload could not be serialized: {0}")]
-    Serialize(String),
 }
 
 fn is_reserved(name: &str) -> bool {
@@ -163,7 +163,7 @@ fn check_text(name: &str, value: &str) -> Result<(), CloudEventsError> {
     if name.is_empty() || name.chars().any(|c| c.is_control() || c == ':' || c == ' ') {
         return Err(bad("the name"));
     }
-    if value.chars().any(|c| c == '\r' || c == '\n' || c == '\0') {
+    if value.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
         return Err(bad("the value"));
     }
     Ok(())
@@ -171,7 +171,11 @@ fn check_text(name: &str, value: &str) -> Result<(), CloudEventsError> {
 
 /// The `ce-source` of an event type: `/` + its context, dots replaced by slashes.
 pub fn source_of(event_type: &EventType<'_>) -> String {
-    format!("/{}", event_type.context().replace('.', "/"))
+    let context = event_type.context();
+    let mut source = String::with_capacity(context.len() + 1);
+    source.push('/');
+    source.extend(context.chars().map(|c| if c == '.' { '/' } else { c }));
+    source
 }
 
 /// Maps an envelope to binary-mode headers and body.
@@ -185,8 +189,13 @@ pub fn to_binary(envelope: &Envelope) -> Result<BinaryMessage, CloudEventsError>
             found: envelope.event_type.clone(),
             reason,
         })?;
-    let mut headers = Vec::with_capacity(12 + envelope.headers.len());
-    let mut push = |name: &str, value: String| headers.push((name.to_owned(), value));
+    // Only the texts that come from the producer are checked for line breaks: the others
+    // (ids, time, the event type's grammar, the names above) cannot hold one.
+    check_text(header::SUBJECT, &envelope.aggregate_id)?;
+    check_text(header::AGGREGATE_TYPE, &envelope.aggregate_type)?;
+    let mut headers: Vec<(Cow<'static, str>, String)> =
+        Vec::with_capacity(13 + envelope.headers.len());
+    let mut push = |name: &'static str, value: String| headers.push((Cow::Borrowed(name), value));
     push(header::SPEC_VERSION, SPEC_VERSION.to_owned());
     push(header::ID, envelope.message_id.to_string());
     push(header::TYPE, envelope.event_type.clone());
@@ -208,9 +217,11 @@ pub fn to_binary(envelope: &Envelope) -> Result<BinaryMessage, CloudEventsError>
     }
     push(header::CONTENT_TYPE, CONTENT_TYPE_JSON.to_owned());
     if let Some(tp) = &envelope.traceparent {
+        check_text(header::TRACEPARENT, tp)?;
         push(header::TRACEPARENT, tp.clone());
     }
     if let Some(ts) = &envelope.tracestate {
+        check_text(header::TRACESTATE, ts)?;
         push(header::TRACESTATE, ts.clone());
     }
     for (name, value) in &envelope.headers {
@@ -218,13 +229,9 @@ pub fn to_binary(envelope: &Envelope) -> Result<BinaryMessage, CloudEventsError>
             return Err(CloudEventsError::ReservedHeader(name.clone()));
         }
         check_text(name, value)?;
-        headers.push((name.clone(), value.clone()));
+        headers.push((Cow::Owned(name.clone()), value.clone()));
     }
-    for (name, value) in &headers {
-        check_text(name, value)?;
-    }
-    let body = serde_json::to_vec(&envelope.payload)
-        .map_err(|e| CloudEventsError::Serialize(e.to_string()))?;
+    let body = envelope.payload.as_bytes().to_vec();
     Ok(BinaryMessage { headers, body })
 }
 
@@ -314,10 +321,9 @@ where
         .transpose()?;
     let traceparent = take(header::TRACEPARENT);
     let tracestate = take(header::TRACESTATE);
-    let payload: serde_json::Value =
-        serde_json::from_slice(body).map_err(|e| DecodeError::MalformedJson {
-            message: e.to_string(),
-        })?;
+    let payload = Payload::from_slice(body).map_err(|e| DecodeError::MalformedJson {
+        message: e.to_string(),
+    })?;
     Ok(Envelope::from_parts(EnvelopeParts {
         message_id,
         event_type,

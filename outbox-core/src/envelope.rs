@@ -34,6 +34,7 @@ use uuid::Uuid;
 
 use crate::IntegrationEvent;
 use crate::name::{EventType, EventTypeError};
+use crate::payload::Payload;
 
 /// Default limit of a serialized payload: 256 KiB.
 pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 256 * 1024;
@@ -74,8 +75,8 @@ pub struct Envelope {
     /// Free-form headers carried to the consumer.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
-    /// The contract, serialized as JSON.
-    pub payload: serde_json::Value,
+    /// The contract, serialized as JSON (kept as text, see [`Payload`]).
+    pub payload: Payload,
 }
 
 /// Every field of an [`Envelope`], for building one from stored columns or transport
@@ -103,7 +104,7 @@ pub struct EnvelopeParts {
     /// See [`Envelope::headers`].
     pub headers: BTreeMap<String, String>,
     /// See [`Envelope::payload`].
-    pub payload: serde_json::Value,
+    pub payload: Payload,
 }
 
 /// Why an event could not be turned into an envelope. Nothing was written or sent.
@@ -306,15 +307,14 @@ impl EnvelopeConfig {
             event_type: E::EVENT_TYPE.to_owned(),
             source,
         };
-        let size = serialized_len(event).map_err(serialize_error)?;
-        if size > self.max_payload_bytes {
+        let payload = Payload::serialize_from(event).map_err(serialize_error)?;
+        if payload.len() > self.max_payload_bytes {
             return Err(EncodeError::PayloadTooLarge {
                 event_type: E::EVENT_TYPE.to_owned(),
-                size,
+                size: payload.len(),
                 limit: self.max_payload_bytes,
             });
         }
-        let payload = serde_json::to_value(event).map_err(serialize_error)?;
         Ok(Envelope {
             message_id: Uuid::now_v7(),
             event_type: E::EVENT_TYPE.to_owned(),
@@ -340,7 +340,7 @@ impl EnvelopeConfig {
     /// path).
     pub fn decode<E: IntegrationEvent>(&self, envelope: &Envelope) -> Result<E, DecodeError> {
         check_event_type::<E>(&envelope.event_type)?;
-        decode_payload::<E>(&envelope.payload)
+        decode_payload::<E>(envelope.payload.get())
     }
 
     /// Decodes a contract from raw JSON payload bytes (a broker message body), checking the
@@ -354,8 +354,10 @@ impl EnvelopeConfig {
         bytes: &[u8],
     ) -> Result<E, DecodeError> {
         self.check_payload_size(bytes.len())?;
-        let value: serde_json::Value = serde_json::from_slice(bytes).map_err(malformed)?;
-        decode_payload::<E>(&value)
+        let text = std::str::from_utf8(bytes).map_err(|error| DecodeError::MalformedJson {
+            message: format!("the payload is not UTF-8: {error}"),
+        })?;
+        decode_payload::<E>(text)
     }
 
     /// Parses a whole envelope from its JSON form ([`Envelope::to_json_vec`]), checking the
@@ -410,16 +412,32 @@ fn check_event_type<E: IntegrationEvent>(found: &str) -> Result<(), DecodeError>
     }
 }
 
-fn decode_payload<E: IntegrationEvent>(payload: &serde_json::Value) -> Result<E, DecodeError> {
+/// The message of a deserializer error without its ` at line L column C` suffix: the field
+/// path says where.
+fn without_position(error: &serde_json::Error) -> String {
+    let message = error.to_string();
+    let suffix = format!(" at line {} column {}", error.line(), error.column());
+    match message.strip_suffix(&suffix) {
+        Some(bare) => bare.to_owned(),
+        None => message,
+    }
+}
+
+fn decode_payload<E: IntegrationEvent>(payload: &str) -> Result<E, DecodeError> {
     // A valid payload goes through plain serde; only a failure is decoded again with
     // `serde_path_to_error`, which finds the offending field but allocates a string for
     // every map key it passes.
-    if let Ok(event) = E::deserialize(payload) {
-        return Ok(event);
+    let error = match serde_json::from_str::<E>(payload) {
+        Ok(event) => return Ok(event),
+        Err(error) => error,
+    };
+    if error.is_syntax() || error.is_eof() {
+        return Err(malformed(error));
     }
-    serde_path_to_error::deserialize(payload).map_err(|error| {
+    let mut deserializer = serde_json::Deserializer::from_str(payload);
+    serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
         let path = error.path().to_string();
-        let message = error.into_inner().to_string();
+        let message = without_position(&error.into_inner());
         match message
             .strip_prefix("missing field `")
             .and_then(|rest| rest.strip_suffix('`'))

@@ -383,7 +383,7 @@ mod tests {
             aggregate_type: "thing".into(),
             aggregate_id: aggregate.into(),
             headers: Default::default(),
-            payload: serde_json::json!({}),
+            payload: serde_json::json!({}).into(),
         })
         .expect("valid event type")
     }

@@ -530,7 +530,7 @@ mod tests {
         ));
 
         let mut malformed = mail("o-1", "x");
-        malformed.payload = serde_json::json!({ "order_id": "o-1" });
+        malformed.payload = serde_json::json!({ "order_id": "o-1" }).into();
         let error = rt.block_on(jobs.dispatch(&malformed)).unwrap_err();
         assert!(error.is_permanent());
         assert!(matches!(source(&error), JobFailure::Undecodable { .. }));

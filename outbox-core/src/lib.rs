@@ -47,6 +47,7 @@ pub mod job;
 pub mod mapping;
 pub mod metric;
 pub mod name;
+pub mod payload;
 pub mod policy;
 pub mod publish;
 pub mod registry;
@@ -62,6 +63,7 @@ pub mod __private;
 pub use envelope::{DecodeError, EncodeError, Envelope, EnvelopeConfig};
 pub use event::IntegrationEvent;
 pub use mapping::DomainEvent;
+pub use payload::Payload;
 pub use publish::{PublishError, Publisher};
 pub use registry::{ContractRegistration, ContractRegistry, RegistryError};
 

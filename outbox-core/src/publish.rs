@@ -35,7 +35,7 @@
 //! impl Publisher for LogPublisher {
 //!     async fn publish(&self, batch: &[Envelope]) -> BatchOutcome {
 //!         Ok(publish_in_order(batch, |envelope| async move {
-//!             if envelope.payload.is_null() {
+//!             if envelope.payload.get() == "null" {
 //!                 return Err(PublishError::rejected("empty payload"));
 //!             }
 //!             tracing::info!(message_id = %envelope.message_id, "sent");
@@ -336,7 +336,7 @@ mod tests {
             aggregate_type: "thing".into(),
             aggregate_id: aggregate.into(),
             headers: Default::default(),
-            payload: serde_json::json!({ "n": n }),
+            payload: serde_json::json!({ "n": n }).into(),
         })
         .expect("valid event type")
     }
@@ -375,7 +375,10 @@ mod tests {
             .expect("runtime");
         let mut sent = Vec::new();
         let outcomes = runtime.block_on(publish_in_order(&batch, |e| {
-            sent.push((e.aggregate_id.clone(), e.payload["n"].clone()));
+            sent.push((
+                e.aggregate_id.clone(),
+                e.payload.to_value().expect("json")["n"].clone(),
+            ));
             std::future::ready(if e.aggregate_id == "a" {
                 Err(PublishError::unavailable("down"))
             } else {

@@ -393,7 +393,7 @@ fn generic_enums_map() {
         .expect("maps");
     let envelopes = sink.into_envelopes();
     assert_eq!(envelopes.len(), 1);
-    assert_eq!(envelopes[0].payload["note"], "42");
+    assert_eq!(envelopes[0].payload.to_value().expect("json")["note"], "42");
     assert_eq!(Audited::Changed("x").event_name(), "Changed");
     assert!(Audited::<String>::Unchanged.is_local());
 }

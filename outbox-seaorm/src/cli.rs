@@ -556,7 +556,7 @@ async fn inbox_dead(
                 StoredMessage::Envelope(envelope) => {
                     writeln!(out, "format:       envelope")?;
                     // The envelope's field order (message id first), payload indented.
-                    let text = serde_json::to_string_pretty(envelope.as_ref())
+                    let text = serde_json::to_string_pretty(&EnvelopeView::of(envelope)?)
                         .map_err(io::Error::other)?;
                     writeln!(out, "message:\n{text}")?;
                 }
@@ -931,6 +931,49 @@ where
                 }
             }
         }
+    }
+}
+
+/// An envelope as `inbox dead show` prints it: the envelope's fields in their order, with
+/// the payload as a JSON tree so that it is indented with the rest (a `Payload` is written
+/// as the text it holds).
+#[derive(serde::Serialize)]
+struct EnvelopeView<'a> {
+    message_id: Uuid,
+    event_type: &'a str,
+    version: u32,
+    occurred_at: chrono::DateTime<chrono::Utc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    correlation_id: Option<Uuid>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    causation_id: Option<Uuid>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    traceparent: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tracestate: Option<&'a str>,
+    aggregate_type: &'a str,
+    aggregate_id: &'a str,
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    headers: &'a std::collections::BTreeMap<String, String>,
+    payload: serde_json::Value,
+}
+
+impl<'a> EnvelopeView<'a> {
+    fn of(envelope: &'a outbox_core::Envelope) -> io::Result<Self> {
+        Ok(Self {
+            message_id: envelope.message_id,
+            event_type: &envelope.event_type,
+            version: envelope.version,
+            occurred_at: envelope.occurred_at,
+            correlation_id: envelope.correlation_id,
+            causation_id: envelope.causation_id,
+            traceparent: envelope.traceparent.as_deref(),
+            tracestate: envelope.tracestate.as_deref(),
+            aggregate_type: &envelope.aggregate_type,
+            aggregate_id: &envelope.aggregate_id,
+            headers: &envelope.headers,
+            payload: envelope.payload.to_value().map_err(io::Error::other)?,
+        })
     }
 }
 

@@ -355,7 +355,7 @@ mod tests {
             aggregate_type: "payout".into(),
             aggregate_id: "p-1".into(),
             headers: Default::default(),
-            payload: serde_json::json!({}),
+            payload: serde_json::json!({}).into(),
         })
         .unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread()

@@ -6,8 +6,8 @@
 //! backend.
 
 use chrono::{DateTime, NaiveDateTime, Utc};
-use outbox_core::Envelope;
 use outbox_core::envelope::EnvelopeParts;
+use outbox_core::{Envelope, Payload};
 use sea_orm::sea_query::{Alias, Expr, Func, Order, Query, SelectStatement};
 use sea_orm::{ConnectionTrait, DbErr, FromQueryResult, QueryResult, TryGetable};
 use uuid::Uuid;
@@ -100,6 +100,18 @@ fn json(row: &QueryResult, pre: &str, column: &str) -> Result<serde_json::Value,
     row.try_get::<serde_json::Value>(pre, column)
 }
 
+/// The payload column as text, validated once and not parsed into a tree (see
+/// [`Payload`]); PostgreSQL's `jsonb` goes through a `serde_json::Value`.
+fn payload(row: &QueryResult, pre: &str) -> Result<Payload, DbErr> {
+    const COLUMN: &str = "payload";
+    if row.try_as_pg_row().is_none()
+        && let Ok(text) = row.try_get::<String>(pre, COLUMN)
+    {
+        return Payload::from_json(text).map_err(|error| type_error(COLUMN, error));
+    }
+    json(row, pre, COLUMN).map(Payload::from)
+}
+
 fn required<T>(value: Option<T>, column: &str) -> Result<T, DbErr> {
     value.ok_or_else(|| type_error(column, "unexpected NULL"))
 }
@@ -132,7 +144,7 @@ impl FromQueryResult for OutboxRecord {
             aggregate_type: row.try_get(pre, "aggregate_type")?,
             aggregate_id: row.try_get(pre, "aggregate_id")?,
             headers,
-            payload: json(row, pre, "payload")?,
+            payload: payload(row, pre)?,
         })
         .map_err(|error| type_error("event_type", error))?;
         if i64::from(envelope.version) != i64::from(stored_version) {

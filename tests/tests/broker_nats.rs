@@ -453,7 +453,7 @@ async fn the_runner_applies_each_message_once_and_acknowledges_it() {
     let copy = cloudevents::to_binary(&batch[0]).unwrap();
     let mut headers = async_nats::HeaderMap::new();
     for (name, value) in &copy.headers {
-        headers.insert(name.as_str(), value.as_str());
+        headers.insert(name.as_ref(), value.as_str());
     }
     jetstream::new(fixture.client.clone())
         .publish_with_headers(

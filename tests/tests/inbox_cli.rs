@@ -148,7 +148,7 @@ async fn inbox_dead_letter_command_line(db: &TestDb) {
     );
     // Malformed payload: dead-lettered at once, without an attempt.
     let mut malformed = ordered("o-2", "dune");
-    malformed.payload = serde_json::json!({ "order_id": "o-2", "book_id": "dune" });
+    malformed.payload = serde_json::json!({ "order_id": "o-2", "book_id": "dune" }).into();
     let Delivered::DeadLettered {
         id: malformed_id,
         reason: DeadLetterReason::Malformed { .. },

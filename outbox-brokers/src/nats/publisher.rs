@@ -9,7 +9,7 @@ use async_nats::connection::State;
 use async_nats::jetstream::context::{PublishAckFuture, PublishErrorKind as NatsKind};
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::{self, ErrorCode};
-use async_nats::{HeaderMap, HeaderName, HeaderValue};
+use async_nats::{HeaderMap, HeaderName, HeaderValue, Subject};
 use futures_util::future::join_all;
 use outbox_core::Envelope;
 use outbox_core::cloudevents;
@@ -157,9 +157,11 @@ impl NatsPublisher {
     fn prepare(
         &self,
         envelope: &Envelope,
-    ) -> Result<(String, PublishMessage, usize), PublishError> {
+    ) -> Result<(Subject, PublishMessage, usize), PublishError> {
         let subject = self.route.destination(envelope);
         check_subject(&subject)?;
+        // Moved into the client's `Bytes` (no copy); a clone is a reference count.
+        let subject = Subject::from(subject);
         let message = cloudevents::to_binary(envelope).map_err(|error| {
             PublishError::rejected(format!("cannot map to CloudEvents headers: {error}"))
                 .with_source(error)
@@ -201,7 +203,7 @@ impl NatsPublisher {
         self.context
             .send_publish(subject.clone(), publish)
             .await
-            .map_err(|error| classify(error, &subject, size, limit))
+            .map_err(|error| classify(error, subject.as_str(), size, limit))
     }
 
     fn connects(&self) -> u64 {

@@ -320,7 +320,7 @@ impl Inner {
                 content_type = Some(value);
                 continue;
             }
-            let name = ShortString::try_new(name.as_str()).map_err(|_| {
+            let name = ShortString::try_new(&*name).map_err(|_| {
                 PublishError::rejected(format!("header name `{name}` is longer than 255 bytes"))
             })?;
             table.insert(name, AMQPValue::LongString(LongString::from(value)));

@@ -664,20 +664,30 @@ impl Consumer {
     /// dead-lettered at once as `malformed`, with its raw headers and body — then
     /// [`deliver`](Self::deliver)s it.
     ///
+    /// The header pairs may be owned or borrowed strings, such as
+    /// [`cloudevents::BinaryMessage::headers`] or what a broker client yields.
+    ///
     /// # Errors
     /// As [`deliver`](Self::deliver).
-    pub async fn deliver_binary(
+    pub async fn deliver_binary<K, V>(
         &self,
-        headers: &[(String, String)],
+        headers: &[(K, V)],
         body: &[u8],
-    ) -> Result<Delivered, ConsumerError> {
+    ) -> Result<Delivered, ConsumerError>
+    where
+        K: AsRef<str> + Sync,
+        V: AsRef<str> + Sync,
+    {
         match self.decode_binary(headers, body) {
             Ok(envelope) => self.deliver(&envelope).await,
             Err(error) => {
                 let delivered = self
                     .dead_letter(
                         StoredMessage::Binary {
-                            headers: headers.to_vec(),
+                            headers: headers
+                                .iter()
+                                .map(|(k, v)| (k.as_ref().to_owned(), v.as_ref().to_owned()))
+                                .collect(),
                             body: String::from_utf8_lossy(body).into_owned(),
                         },
                         header(headers, cloudevents::header::ID)
@@ -693,13 +703,15 @@ impl Consumer {
         }
     }
 
-    fn decode_binary(
+    fn decode_binary<K: AsRef<str>, V: AsRef<str>>(
         &self,
-        headers: &[(String, String)],
+        headers: &[(K, V)],
         body: &[u8],
     ) -> Result<Envelope, CloudEventsError> {
         cloudevents::from_binary(
-            headers.iter().map(|(k, v)| (k.as_str(), v.as_bytes())),
+            headers
+                .iter()
+                .map(|(k, v)| (k.as_ref(), v.as_ref().as_bytes())),
             body,
             self.inner.outbox.envelope_config(),
         )
@@ -816,11 +828,11 @@ impl Consumer {
     }
 }
 
-fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+fn header<'a, K: AsRef<str>, V: AsRef<str>>(headers: &'a [(K, V)], name: &str) -> Option<&'a str> {
     headers
         .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.as_str())
+        .find(|(k, _)| k.as_ref().eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_ref())
 }
 
 impl From<DecodeError> for DeadLetterReason {

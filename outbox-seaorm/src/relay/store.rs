@@ -1168,7 +1168,9 @@ impl RowDecoder {
                 pg_text::<Option<String>>(row, PgColumn::TRACEPARENT)?,
                 pg_text::<Option<String>>(row, PgColumn::TRACESTATE)?,
                 pg_headers(row)?,
-                pg_get::<Json<serde_json::Value>>(row, PgColumn::PAYLOAD)?.0,
+                // The stored text, validated but not parsed into a tree: the broker gets it
+                // as the body.
+                pg_get::<Json<outbox_core::Payload>>(row, PgColumn::PAYLOAD)?.0,
             ))
         })();
         let (
@@ -1254,7 +1256,7 @@ impl RowDecoder {
             String::new(),
             String::new(),
             Default::default(),
-            serde_json::Value::Null,
+            outbox_core::Payload::null(),
         )) {
             let mut template = template;
             template.event_type = String::new();

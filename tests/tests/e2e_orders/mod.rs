@@ -495,7 +495,7 @@ pub fn with_payload(envelope: &Envelope, payload: serde_json::Value) -> Envelope
         aggregate_type: envelope.aggregate_type.clone(),
         aggregate_id: envelope.aggregate_id.clone(),
         headers: envelope.headers.clone(),
-        payload,
+        payload: payload.into(),
     })
     .unwrap()
 }
