@@ -20,6 +20,19 @@
 //! `inbox` and `brokers`.
 #![allow(clippy::print_stdout)]
 
+/// The harness's allocator (default feature `mimalloc`): it applies to every mode, framework
+/// and raw baselines alike, since they all run in this process.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The allocator this binary was built with, printed with every benchmark's figures.
+const ALLOCATOR_NAME: &str = if cfg!(feature = "mimalloc") {
+    "mimalloc"
+} else {
+    "the system allocator (glibc malloc)"
+};
+
 mod brokers;
 mod inbox;
 mod relay;
@@ -152,6 +165,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    println!("allocator: {ALLOCATOR_NAME} (every mode, framework and baselines)");
     let result = runtime.block_on(async {
         match cli.command {
             Command::Write(args) => write::run(args).await,
