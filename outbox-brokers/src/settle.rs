@@ -1,7 +1,10 @@
 //! What every consumer runner does with a received message: hand it to the inbox
 //! [`Consumer`], then acknowledge it only once it is settled.
 
+use std::future::Future;
+
 use outbox_seaorm::inbox::{Consumer, ConsumerError, Delivered};
+use tokio_util::sync::CancellationToken;
 
 /// What a runner tells the broker about a message.
 #[derive(Debug)]
@@ -24,4 +27,25 @@ pub async fn settle(consumer: &Consumer, headers: &[(String, String)], body: &[u
             Settlement::Redeliver(error)
         }
     }
+}
+
+/// Runs a runner's subscription loop with
+/// [`Consumer::redeliver_requeued_until`] beside it (dead letters an operator requeued are
+/// redelivered every `requeue_poll`), until the loop ends: at `shutdown`, or earlier on an
+/// error it returns.
+pub(crate) async fn with_requeued_redelivery<F: Future>(
+    consumer: &Consumer,
+    shutdown: &CancellationToken,
+    subscription: F,
+) -> F::Output {
+    let stop = shutdown.child_token();
+    let (output, ()) = tokio::join!(
+        async {
+            let output = subscription.await;
+            stop.cancel();
+            output
+        },
+        consumer.redeliver_requeued_until(stop.clone())
+    );
+    output
 }

@@ -5,7 +5,7 @@
 //! aggregate), fans them out to subscribers, and lets a test play the broker's failures:
 //!
 //! - [`go_down`](InProcessBroker::go_down) / [`come_up`](InProcessBroker::come_up): while
-//!   down, every batch fails with [`PublishErrorKind::Unavailable`];
+//!   down, every batch fails with [`PublishErrorKind::Unavailable`](crate::publish::PublishErrorKind::Unavailable);
 //! - [`fail_messages`](InProcessBroker::fail_messages): a rule that fails chosen messages
 //!   (a poison message, a rejected one);
 //! - [`crash_after_next_publish`](InProcessBroker::crash_after_next_publish): the next batch

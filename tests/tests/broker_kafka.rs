@@ -7,6 +7,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod e2e_orders;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
@@ -1089,4 +1091,41 @@ async fn records_in(bootstrap: &str, topic: &str, partitions: i32) -> i64 {
     })
     .await
     .unwrap()
+}
+
+/// A requeued dead letter is redelivered by the running runner (no restart, no call of
+/// `redeliver_requeued` by the application).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runner_redelivers_requeued_dead_letters() {
+    let Some(tansu) = Tansu::shared("the_runner_redelivers_requeued_dead_letters").await else {
+        return;
+    };
+    let prefix = format!("{}.", unique("t"));
+    // The shared scenario's contract is `brokertest.shop.customer-ordered.v1`.
+    let topic = format!("{prefix}brokertest.shop");
+    tansu.create_topic(&topic, 1).await;
+    let db = TestDb::sqlite_file().await;
+    let outbox = Outbox::default();
+    let publisher = KafkaPublisher::builder(tansu.bootstrap())
+        .route(Route::context(prefix.as_str()))
+        .build()
+        .unwrap();
+    e2e_orders::a_requeued_dead_letter_is_redelivered(
+        db.conn(),
+        &outbox,
+        async |message| {
+            let outcomes = publisher.publish(&[message]).await.unwrap();
+            assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+        },
+        |consumer, shutdown| {
+            let runner = KafkaConsumerRunner::builder(tansu.bootstrap(), [topic.clone()], consumer)
+                .group_id(unique("kafkatest-requeue").as_str())
+                .build()
+                .unwrap();
+            tokio::spawn(runner.run(shutdown))
+        },
+    )
+    .await
+    .unwrap();
+    db.close().await;
 }

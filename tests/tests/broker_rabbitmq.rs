@@ -8,6 +8,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod e2e_orders;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
@@ -1107,4 +1109,47 @@ async fn end_to_end_postgres_relay_rabbitmq_mariadb() {
     producer_db.close().await;
     consumer_db.close().await;
     cleanup(&url, &exchange, &[&queue]).await;
+}
+
+/// A requeued dead letter is redelivered by the running runner (no restart, no call of
+/// `redeliver_requeued` by the application).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runner_redelivers_requeued_dead_letters() {
+    let Some(url) = service(
+        Service::RabbitMq,
+        "the_runner_redelivers_requeued_dead_letters",
+    ) else {
+        return;
+    };
+    let db = TestDb::sqlite_file().await;
+    let outbox = Outbox::default();
+    let (exchange, queue) = (unique("rabbittest-x"), unique("rabbittest-q"));
+    let publisher = RabbitPublisher::builder(url.as_str(), exchange.as_str())
+        .build()
+        .unwrap();
+    // The shared scenario's contract is `brokertest.shop.customer-ordered.v1`; the queue
+    // and its binding exist before the message is published.
+    let topology = |consumer| {
+        RabbitConsumerRunner::builder(url.as_str(), exchange.as_str(), queue.as_str(), consumer)
+            .bind("brokertest.shop.#")
+            .reconnect_delay(Duration::from_millis(100), Duration::from_secs(1))
+            .build()
+            .unwrap()
+    };
+    topology(e2e_orders::requeue_consumer(db.conn(), &outbox))
+        .declare_topology()
+        .await
+        .unwrap();
+    e2e_orders::a_requeued_dead_letter_is_redelivered(
+        db.conn(),
+        &outbox,
+        async |message| {
+            let outcomes = publisher.publish(&[message]).await.unwrap();
+            assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+        },
+        |consumer, shutdown| tokio::spawn(topology(consumer).run(shutdown)),
+    )
+    .await
+    .unwrap();
+    db.close().await;
 }

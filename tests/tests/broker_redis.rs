@@ -695,3 +695,34 @@ async fn end_to_end_through_redis_with_a_cut_and_a_relay_restart() {
     .await;
     fixture.close().await;
 }
+
+/// A requeued dead letter is redelivered by the running runner (no restart, no call of
+/// `redeliver_requeued` by the application).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runner_redelivers_requeued_dead_letters() {
+    let Some(fixture) = Fixture::new("the_runner_redelivers_requeued_dead_letters").await else {
+        return;
+    };
+    let db = TestDb::sqlite_file().await;
+    let outbox = Outbox::default();
+    let publisher = fixture.publisher(fixture.connection.clone());
+    let report = e2e_orders::a_requeued_dead_letter_is_redelivered(
+        db.conn(),
+        &outbox,
+        async |message| {
+            let outcomes = publisher.publish(&[message]).await.unwrap();
+            assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+        },
+        |consumer, shutdown| {
+            tokio::spawn(
+                fixture
+                    .runner(fixture.client.clone(), consumer)
+                    .run(shutdown),
+            )
+        },
+    )
+    .await;
+    assert_eq!(report.acked, 1, "{report:?}");
+    db.close().await;
+    fixture.close().await;
+}

@@ -12,7 +12,7 @@ use rdkafka::{ClientConfig, Offset};
 use tokio_util::sync::CancellationToken;
 
 use super::KafkaError;
-use crate::settle::{Settlement, settle};
+use crate::settle::{Settlement, settle, with_requeued_redelivery};
 
 /// Default interval between commits of the stored offsets (`auto.commit.interval.ms`): 1 s.
 pub const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_secs(1);
@@ -198,6 +198,12 @@ impl KafkaConsumerRunner {
     /// when the subscription is refused. Broker outages are not errors: librdkafka
     /// reconnects and the runner goes on.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), KafkaError> {
+        let consumer = self.consumer.clone();
+        with_requeued_redelivery(&consumer, &shutdown, self.subscription(shutdown.clone())).await
+    }
+
+    /// The subscription loop of [`run`](Self::run).
+    async fn subscription(self, shutdown: CancellationToken) -> Result<(), KafkaError> {
         let topics: Vec<&str> = self.topics.iter().map(String::as_str).collect();
         loop {
             let consumer: StreamConsumer = self.config.create().map_err(KafkaError::Client)?;

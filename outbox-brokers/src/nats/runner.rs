@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{NatsError, is_broker_header};
-use crate::settle::{Settlement, settle};
+use crate::settle::{Settlement, settle, with_requeued_redelivery};
 
 /// Default `ack_wait` of the durable consumer: 30 s (JetStream's default).
 pub const DEFAULT_ACK_WAIT: Duration = Duration::from_secs(30);
@@ -372,6 +372,12 @@ impl NatsConsumerRunner {
 
     /// Runs until `shutdown` is cancelled; see the [type documentation](Self).
     pub async fn run(self, shutdown: CancellationToken) -> RunnerReport {
+        let consumer = self.inbox.clone();
+        with_requeued_redelivery(&consumer, &shutdown, self.subscription(shutdown.clone())).await
+    }
+
+    /// The subscription loop of [`run`](Self::run).
+    async fn subscription(self, shutdown: CancellationToken) -> RunnerReport {
         let mut report = RunnerReport::default();
         let mut failures: u32 = 0;
         let mut redeliveries: u32 = 0;

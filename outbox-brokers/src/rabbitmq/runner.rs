@@ -14,7 +14,7 @@ use outbox_seaorm::inbox::Consumer;
 use tokio_util::sync::CancellationToken;
 
 use super::{RabbitError, declare_exchange, received_headers, short};
-use crate::settle::{Settlement, settle};
+use crate::settle::{Settlement, settle, with_requeued_redelivery};
 
 /// Default prefetch (unacknowledged messages the broker sends ahead): 32.
 pub const DEFAULT_PREFETCH: u16 = 32;
@@ -257,6 +257,12 @@ impl RabbitConsumerRunner {
     /// for good (e.g. a queue declared with other arguments); [`RabbitError::Config`].
     /// Connection failures are retried, not returned.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), RabbitError> {
+        let consumer = self.consumer.clone();
+        with_requeued_redelivery(&consumer, &shutdown, self.subscription(shutdown.clone())).await
+    }
+
+    /// The subscription loop of [`run`](Self::run).
+    async fn subscription(self, shutdown: CancellationToken) -> Result<(), RabbitError> {
         let mut delay = self.reconnect_delay;
         loop {
             if shutdown.is_cancelled() {

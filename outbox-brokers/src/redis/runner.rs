@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{FIELD_BODY, FIELD_KEY, RedisError};
-use crate::settle::{Settlement, settle};
+use crate::settle::{Settlement, settle, with_requeued_redelivery};
 
 /// Default number of entries read at once: 100.
 pub const DEFAULT_BATCH_SIZE: usize = 100;
@@ -292,6 +292,12 @@ impl RedisConsumerRunner {
 
     /// Runs until `shutdown` is cancelled; see the [type documentation](Self).
     pub async fn run(self, shutdown: CancellationToken) -> RunnerReport {
+        let consumer = self.inbox.clone();
+        with_requeued_redelivery(&consumer, &shutdown, self.subscription(shutdown.clone())).await
+    }
+
+    /// The subscription loop of [`run`](Self::run).
+    async fn subscription(self, shutdown: CancellationToken) -> RunnerReport {
         let mut report = RunnerReport::default();
         // Replies of a blocking read take up to `block`: the response timeout must exceed it.
         let config = super::connection_config(self.block + Duration::from_secs(5));

@@ -231,7 +231,8 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
 pub const DEFAULT_INBOX_RETENTION: Duration = Duration::from_secs(14 * 24 * 3600);
 /// Default redelivery window (how long a broker may redeliver a message): 7 days.
 pub const DEFAULT_REDELIVERY_WINDOW: Duration = Duration::from_secs(7 * 24 * 3600);
-/// Default interval between looks for requeued dead letters in [`Consumer::run`]: 5 s.
+/// Default interval between looks for requeued dead letters in
+/// [`Consumer::redeliver_requeued_until`]: 5 s.
 pub const DEFAULT_REQUEUE_POLL: Duration = Duration::from_secs(5);
 
 /// Configures a [`Consumer`]. Defaults: [`DEFAULT_MAX_ATTEMPTS`], backoff 100 ms doubling
@@ -283,7 +284,8 @@ impl ConsumerBuilder {
         self
     }
 
-    /// How often [`Consumer::run`] looks for requeued dead letters (default 5 s).
+    /// How often [`Consumer::redeliver_requeued_until`] (which every broker runner runs)
+    /// looks for requeued dead letters (default 5 s).
     pub fn requeue_poll(mut self, interval: Duration) -> Self {
         self.requeue_poll = interval;
         self
@@ -791,6 +793,34 @@ impl Consumer {
             .await
     }
 
+    /// Redelivers requeued dead letters ([`redeliver_requeued`](Self::redeliver_requeued),
+    /// up to 100 at a time) every `requeue_poll` (default 5 s, the first right away) until
+    /// `shutdown`. Every broker runner of `outbox-brokers` runs it beside its subscription,
+    /// as [`run_in_process`](Self::run_in_process) does; call it yourself when you feed
+    /// [`deliver`](Self::deliver) from a transport of your own. A failed round is logged and
+    /// tried again at the next tick.
+    pub async fn redeliver_requeued_until(&self, shutdown: CancellationToken) {
+        let mut requeue = tokio::time::interval(self.inner.requeue_poll);
+        requeue.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                _ = requeue.tick() => self.redeliver_requeued_round().await,
+            }
+        }
+    }
+
+    async fn redeliver_requeued_round(&self) {
+        match self.redeliver_requeued(100).await {
+            Ok(report) => {
+                tracing::debug!(consumer = %self.inner.name, ?report, "requeued dead letters redelivered")
+            }
+            Err(error) => {
+                tracing::warn!(consumer = %self.inner.name, %error, "redelivering requeued dead letters failed");
+            }
+        }
+    }
+
     /// Consumes the [`InProcessBroker`](outbox_core::in_process::InProcessBroker)'s
     /// messages (from [`subscribe`](outbox_core::in_process::InProcessBroker::subscribe))
     /// until `shutdown`, and redelivers requeued dead letters every `requeue_poll`. For
@@ -809,11 +839,7 @@ impl Consumer {
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
-                _ = requeue.tick() => {
-                    if let Err(error) = self.redeliver_requeued(100).await {
-                        tracing::warn!(consumer = %self.inner.name, %error, "redelivering requeued dead letters failed");
-                    }
-                }
+                _ = requeue.tick() => self.redeliver_requeued_round().await,
                 message = messages.recv() => match message {
                     Ok(envelope) => {
                         self.deliver(&envelope).await?;

@@ -1,8 +1,9 @@
-//! Shared by the broker test binaries (`broker_nats`, `broker_redis`): a small contract
-//! keyed by customer (the aggregate), the inbox handler that reserves stock and records the
-//! order it applied each message in, consumer-side tables, and the end-to-end scenario of
-//! issue 6 item 4 — a producer on PostgreSQL, the relay, a broker behind a cuttable proxy, a
-//! consumer runner on MariaDB — generic over the broker.
+//! Shared by the broker test binaries (`broker_nats` and `broker_redis`; `broker_kafka` and
+//! `broker_rabbitmq` for the requeued dead letter scenario only): a small contract keyed by
+//! customer (the aggregate), the inbox handler that reserves stock and records the order it
+//! applied each message in, consumer-side tables, the requeued dead letter scenario, and the
+//! end-to-end scenario of issue 6 item 4 — a producer on PostgreSQL, the relay, a broker
+//! behind a cuttable proxy, a consumer runner on MariaDB — generic over the broker.
 
 // Each test binary uses a part of this module.
 #![allow(dead_code, clippy::unwrap_used)]
@@ -504,4 +505,85 @@ pub fn with_payload(envelope: &Envelope, payload: serde_json::Value) -> Envelope
 pub async fn closed_port() -> u16 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     listener.local_addr().unwrap().port()
+}
+
+/// A consumer for [`a_requeued_dead_letter_is_redelivered`]: one attempt, then dead; looks
+/// for requeued dead letters every 100 ms.
+pub fn requeue_consumer(db: &DatabaseConnection, outbox: &Outbox) -> Consumer {
+    Consumer::builder(db.clone(), outbox.clone(), CONSUMER)
+        .max_attempts(1)
+        .requeue_poll(Duration::from_millis(100))
+        .build()
+        .unwrap()
+}
+
+/// A broker runner keeps redelivering requeued dead letters while it runs: order 0 of
+/// customer 0 fails (its book has no stock row) and is dead-lettered; the stock row is put
+/// back and an operator requeues the dead letter; the running runner applies it and the dead
+/// letter is resolved. `start` spawns the runner with the consumer it is given,
+/// `publish` sends one message through the broker. Returns what the runner returned.
+pub async fn a_requeued_dead_letter_is_redelivered<T, P, F>(
+    db: &DatabaseConnection,
+    outbox: &Outbox,
+    publish: P,
+    start: impl FnOnce(Consumer, CancellationToken) -> JoinHandle<T>,
+) -> T
+where
+    P: FnOnce(Envelope) -> F,
+    F: std::future::Future<Output = ()>,
+{
+    consumer_tables(db, outbox).await;
+    let message = order(0, 0);
+    let book = order_event(0, 0).book_id;
+    db.execute_unprepared(&format!("DELETE FROM stock WHERE book_id = '{book}'"))
+        .await
+        .unwrap();
+    let shutdown = CancellationToken::new();
+    let running = start(requeue_consumer(db, outbox), shutdown.clone());
+    publish(message.clone()).await;
+    let table = outbox_seaorm::inbox::dead_letter::table(outbox);
+    assert!(
+        eventually(Duration::from_secs(15), async || count(
+            db,
+            &format!("SELECT COUNT(*) FROM {table} WHERE status = 'dead'")
+        )
+        .await
+            == 1)
+        .await,
+        "the failing message is dead-lettered"
+    );
+    let id = count(db, &format!("SELECT id FROM {table}")).await;
+    // Nothing redelivers a dead letter that nobody requeued.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(applied(db).await.is_empty());
+
+    db.execute_unprepared(&format!(
+        "INSERT INTO stock (book_id, reserved) VALUES ('{book}', 0)"
+    ))
+    .await
+    .unwrap();
+    let ops = outbox_seaorm::ops::Operations::new(db.clone(), outbox.clone());
+    assert!(ops.requeue_consumer_dead_letter(id, "test").await.unwrap());
+    assert!(
+        eventually(Duration::from_secs(15), async || applied(db).await.len()
+            == 1)
+        .await,
+        "the runner redelivers the requeued dead letter"
+    );
+    assert_eq!(
+        applied(db).await[0].message_id,
+        message.message_id.to_string()
+    );
+    assert!(
+        eventually(Duration::from_secs(5), async || count(
+            db,
+            &format!("SELECT COUNT(*) FROM {table} WHERE status = 'resolved'")
+        )
+        .await
+            == 1)
+        .await,
+        "the dead letter is resolved"
+    );
+    shutdown.cancel();
+    running.await.unwrap()
 }
