@@ -1113,10 +1113,7 @@ async fn the_runner_redelivers_requeued_dead_letters() {
     e2e_orders::a_requeued_dead_letter_is_redelivered(
         db.conn(),
         &outbox,
-        async |message| {
-            let outcomes = publisher.publish(&[message]).await.unwrap();
-            assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
-        },
+        &publisher,
         |consumer, shutdown| {
             let runner = KafkaConsumerRunner::builder(tansu.bootstrap(), [topic.clone()], consumer)
                 .group_id(unique("kafkatest-requeue").as_str())

@@ -1143,10 +1143,7 @@ async fn the_runner_redelivers_requeued_dead_letters() {
     e2e_orders::a_requeued_dead_letter_is_redelivered(
         db.conn(),
         &outbox,
-        async |message| {
-            let outcomes = publisher.publish(&[message]).await.unwrap();
-            assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
-        },
+        &publisher,
         |consumer, shutdown| tokio::spawn(topology(consumer).run(shutdown)),
     )
     .await

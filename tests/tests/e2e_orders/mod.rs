@@ -520,18 +520,14 @@ pub fn requeue_consumer(db: &DatabaseConnection, outbox: &Outbox) -> Consumer {
 /// A broker runner keeps redelivering requeued dead letters while it runs: order 0 of
 /// customer 0 fails (its book has no stock row) and is dead-lettered; the stock row is put
 /// back and an operator requeues the dead letter; the running runner applies it and the dead
-/// letter is resolved. `start` spawns the runner with the consumer it is given,
-/// `publish` sends one message through the broker. Returns what the runner returned.
-pub async fn a_requeued_dead_letter_is_redelivered<T, P, F>(
+/// letter is resolved. `publisher` sends the message to the broker; `start` spawns the
+/// runner with the consumer it is given. Returns what the runner returned.
+pub async fn a_requeued_dead_letter_is_redelivered<T>(
     db: &DatabaseConnection,
     outbox: &Outbox,
-    publish: P,
+    publisher: &impl Publisher,
     start: impl FnOnce(Consumer, CancellationToken) -> JoinHandle<T>,
-) -> T
-where
-    P: FnOnce(Envelope) -> F,
-    F: std::future::Future<Output = ()>,
-{
+) -> T {
     consumer_tables(db, outbox).await;
     let message = order(0, 0);
     let book = order_event(0, 0).book_id;
@@ -540,14 +536,21 @@ where
         .unwrap();
     let shutdown = CancellationToken::new();
     let running = start(requeue_consumer(db, outbox), shutdown.clone());
-    publish(message.clone()).await;
+    let outcomes = publisher
+        .publish(std::slice::from_ref(&message))
+        .await
+        .unwrap();
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
     let table = outbox_seaorm::inbox::dead_letter::table(outbox);
-    assert!(
-        eventually(Duration::from_secs(15), async || count(
+    let with_status = async |status: &str| {
+        count(
             db,
-            &format!("SELECT COUNT(*) FROM {table} WHERE status = 'dead'")
+            &format!("SELECT COUNT(*) FROM {table} WHERE status = '{status}'"),
         )
         .await
+    };
+    assert!(
+        eventually(Duration::from_secs(15), async || with_status("dead").await
             == 1)
         .await,
         "the failing message is dead-lettered"
@@ -575,11 +578,8 @@ where
         message.message_id.to_string()
     );
     assert!(
-        eventually(Duration::from_secs(5), async || count(
-            db,
-            &format!("SELECT COUNT(*) FROM {table} WHERE status = 'resolved'")
-        )
-        .await
+        eventually(Duration::from_secs(5), async || with_status("resolved")
+            .await
             == 1)
         .await,
         "the dead letter is resolved"
