@@ -10,7 +10,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Settlement {
-    /// Settled (applied, duplicate, ignored or dead-lettered, all committed): acknowledge.
+    /// Settled (applied, duplicate, ignored, parked or dead-lettered, all committed):
+    /// acknowledge.
     Ack(Delivered),
     /// Not settled (the database failed, even for the dead letter): do not acknowledge;
     /// the broker must deliver it again.
@@ -29,10 +30,10 @@ pub async fn settle(consumer: &Consumer, headers: &[(String, String)], body: &[u
     }
 }
 
-/// Runs a runner's subscription loop with
-/// [`Consumer::redeliver_requeued_until`] beside it (dead letters an operator requeued are
-/// redelivered every `requeue_poll`), until the loop ends: at `shutdown`, or earlier on an
-/// error it returns.
+/// Runs a runner's subscription loop with [`Consumer::redeliver_until`] beside it (dead
+/// letters an operator requeued, and messages parked for a later attempt or behind an
+/// earlier message of their aggregate, are redelivered), until the loop ends: at
+/// `shutdown`, or earlier on an error it returns.
 pub(crate) async fn with_requeued_redelivery<F: Future>(
     consumer: &Consumer,
     shutdown: &CancellationToken,
@@ -45,7 +46,7 @@ pub(crate) async fn with_requeued_redelivery<F: Future>(
             stop.cancel();
             output
         },
-        consumer.redeliver_requeued_until(stop.clone())
+        consumer.redeliver_until(stop.clone())
     );
     output
 }

@@ -236,7 +236,8 @@ pub fn to_binary(envelope: &Envelope) -> Result<BinaryMessage, CloudEventsError>
 }
 
 /// Rebuilds an envelope from binary-mode headers (names compared without case; values as
-/// UTF-8 bytes or strings) and the JSON body, checking the payload size limit first.
+/// UTF-8 bytes or strings) and the JSON body, checking the payload size limit first and
+/// the metadata limit (every header's name and value) before a header is copied.
 ///
 /// # Errors
 /// A [`CloudEventsError`] naming the missing, duplicated or invalid header, or the decode
@@ -254,8 +255,12 @@ where
     config.check_payload_size(body.len())?;
     let mut known: BTreeMap<&'static str, String> = BTreeMap::new();
     let mut free: BTreeMap<String, String> = BTreeMap::new();
+    let mut metadata = 0usize;
     for (name, value) in headers {
         let name = name.as_ref();
+        // Bounded before it is copied: a message's headers come from outside.
+        metadata = metadata.saturating_add(name.len() + value.as_ref().len());
+        config.check_metadata_size(metadata)?;
         let value =
             std::str::from_utf8(value.as_ref()).map_err(|_| CloudEventsError::InvalidHeader {
                 name: name.to_owned(),

@@ -39,6 +39,10 @@ use crate::payload::Payload;
 /// Default limit of a serialized payload: 256 KiB.
 pub const DEFAULT_MAX_PAYLOAD_BYTES: usize = 256 * 1024;
 
+/// Default limit of an incoming message's metadata: 64 KiB (see
+/// [`EnvelopeConfig::with_max_metadata_bytes`]).
+pub const DEFAULT_MAX_METADATA_BYTES: usize = 64 * 1024;
+
 /// One integration event with its metadata.
 ///
 /// Fields are public for reading and for adjusting metadata; build a value with
@@ -211,19 +215,42 @@ pub enum DecodeError {
         /// The configured limit.
         limit: usize,
     },
+    /// The message's metadata (transport headers, or an envelope's text fields and
+    /// headers) exceeds the configured limit; nothing was parsed.
+    #[error(
+        "message metadata is {size} bytes, over the limit of {limit} bytes \
+         (EnvelopeConfig::max_metadata_bytes)"
+    )]
+    MetadataTooLarge {
+        /// Size in bytes.
+        size: usize,
+        /// The configured limit.
+        limit: usize,
+    },
 }
 
 /// Encoding and decoding settings. Defaults: payload limit
-/// [`DEFAULT_MAX_PAYLOAD_BYTES`] (256 KiB).
+/// [`DEFAULT_MAX_PAYLOAD_BYTES`] (256 KiB), metadata limit [`DEFAULT_MAX_METADATA_BYTES`]
+/// (64 KiB).
+///
+/// The limits apply to every envelope that comes in: [`decode`](Self::decode) (and
+/// [`Envelope::decode`], with the defaults), [`decode_json`](Self::decode_json),
+/// [`decode_payload_slice`](Self::decode_payload_slice) and
+/// [`cloudevents::from_binary`](crate::cloudevents::from_binary); the payload limit also
+/// applies when an envelope is made ([`encode`](Self::encode)). The job dispatcher reads
+/// envelopes from outbox rows, which were checked when they were written, and does not check
+/// again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EnvelopeConfig {
     max_payload_bytes: usize,
+    max_metadata_bytes: usize,
 }
 
 impl Default for EnvelopeConfig {
     fn default() -> Self {
         Self {
             max_payload_bytes: DEFAULT_MAX_PAYLOAD_BYTES,
+            max_metadata_bytes: DEFAULT_MAX_METADATA_BYTES,
         }
     }
 }
@@ -267,6 +294,45 @@ impl EnvelopeConfig {
     /// The largest serialized payload accepted, in bytes.
     pub fn max_payload_bytes(&self) -> usize {
         self.max_payload_bytes
+    }
+
+    /// Sets the largest metadata accepted from outside, in bytes (default 64 KiB): the sum
+    /// of every transport header's name and value in
+    /// [`cloudevents::from_binary`](crate::cloudevents::from_binary), or of an envelope's
+    /// text fields (event and aggregate type, aggregate id, trace context) and headers in
+    /// [`decode`](Self::decode).
+    #[must_use]
+    pub fn with_max_metadata_bytes(mut self, limit: usize) -> Self {
+        self.max_metadata_bytes = limit;
+        self
+    }
+
+    /// The largest metadata accepted from outside, in bytes.
+    pub fn max_metadata_bytes(&self) -> usize {
+        self.max_metadata_bytes
+    }
+
+    /// Checks a metadata size against the limit.
+    ///
+    /// # Errors
+    /// [`DecodeError::MetadataTooLarge`] when `size` exceeds the limit.
+    pub fn check_metadata_size(&self, size: usize) -> Result<(), DecodeError> {
+        if size > self.max_metadata_bytes {
+            return Err(DecodeError::MetadataTooLarge {
+                size,
+                limit: self.max_metadata_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks an envelope's payload and metadata against the limits.
+    ///
+    /// # Errors
+    /// [`DecodeError::PayloadTooLarge`] or [`DecodeError::MetadataTooLarge`].
+    pub fn check_envelope(&self, envelope: &Envelope) -> Result<(), DecodeError> {
+        self.check_payload_size(envelope.payload.get().len())?;
+        self.check_metadata_size(envelope.metadata_len())
     }
 
     /// Checks a payload size against the limit.
@@ -331,14 +397,26 @@ impl EnvelopeConfig {
         })
     }
 
-    /// Decodes the envelope's payload as contract `E`, after checking event type and
-    /// version.
+    /// Decodes the envelope's payload as contract `E`, after checking the payload against
+    /// the size limit, then event type and version.
     ///
     /// # Errors
-    /// [`DecodeError::WrongEventType`], [`DecodeError::WrongVersion`],
+    /// [`DecodeError::PayloadTooLarge`] or [`DecodeError::MetadataTooLarge`] (nothing is
+    /// parsed), [`DecodeError::WrongEventType`], [`DecodeError::WrongVersion`],
     /// [`DecodeError::MissingField`] or [`DecodeError::InvalidField`] (naming the field's
     /// path).
     pub fn decode<E: IntegrationEvent>(&self, envelope: &Envelope) -> Result<E, DecodeError> {
+        self.check_envelope(envelope)?;
+        check_event_type::<E>(&envelope.event_type)?;
+        decode_payload::<E>(envelope.payload.get())
+    }
+
+    /// [`decode`](Self::decode) without the size check, for envelopes read back from an
+    /// outbox row: the row was checked against the outbox's own limit when it was written
+    /// (the job dispatcher, which does not know that limit, decodes this way).
+    pub(crate) fn decode_written<E: IntegrationEvent>(
+        envelope: &Envelope,
+    ) -> Result<E, DecodeError> {
         check_event_type::<E>(&envelope.event_type)?;
         decode_payload::<E>(envelope.payload.get())
     }
@@ -497,6 +575,22 @@ impl Envelope {
     /// As [`EnvelopeConfig::decode`].
     pub fn decode<E: IntegrationEvent>(&self) -> Result<E, DecodeError> {
         EnvelopeConfig::default().decode(self)
+    }
+
+    /// The size of the envelope's metadata in bytes, as
+    /// [`EnvelopeConfig::with_max_metadata_bytes`] counts it: event type, aggregate type
+    /// and id, trace context, and every header's name and value.
+    pub fn metadata_len(&self) -> usize {
+        self.event_type.len()
+            + self.aggregate_type.len()
+            + self.aggregate_id.len()
+            + self.traceparent.as_ref().map_or(0, String::len)
+            + self.tracestate.as_ref().map_or(0, String::len)
+            + self
+                .headers
+                .iter()
+                .map(|(name, value)| name.len() + value.len())
+                .sum::<usize>()
     }
 
     /// Serializes the whole envelope as JSON.

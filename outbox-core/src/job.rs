@@ -259,7 +259,7 @@ where
     Fut: Future<Output = Result<(), JobError>> + Send + 'static,
 {
     fn start(&self, envelope: &Envelope) -> Result<JobFuture, DecodeError> {
-        let event = envelope.decode::<C>()?;
+        let event = crate::envelope::EnvelopeConfig::decode_written::<C>(envelope)?;
         Ok(Box::pin((self.handler)(event, envelope)))
     }
 }

@@ -9,7 +9,7 @@
 //! | name | type | labels | meaning |
 //! |---|---|---|---|
 //! | [`PENDING_ROWS`] | gauge | `outbox` | rows waiting to be published (backoff included) |
-//! | [`OLDEST_CLAIMABLE_AGE`] | gauge | `outbox` | age in seconds of the oldest row a relay could claim now (rows parked in backoff excluded); the outbox lag to alert on |
+//! | [`OLDEST_CLAIMABLE_AGE`] | gauge | `outbox` | age in seconds of the oldest row a relay could claim now (rows parked in backoff and rows held back behind them or behind a dead row excluded); the outbox lag to alert on |
 //! | [`DEAD_ROWS`] | gauge | `outbox` | dead-lettered rows |
 //! | [`FAILED_ROWS`] | gauge | `outbox` | rows in `failed` (non-retryable jobs that failed, waiting for a person) |
 //! | [`PUBLISHED`] | counter | `outbox` | rows published |
@@ -17,6 +17,8 @@
 //! | [`DEAD_LETTERED`] | counter | `outbox`, `event_type` | rows moved to `dead` |
 //! | [`FAILED`] | counter | `outbox`, `event_type` | rows moved to `failed`: a row whose `retryable` flag is off failed once (job-queue mode); each also raised the relay's alert hook |
 //! | [`BATCH_DURATION`] | histogram | `outbox` | seconds per relay batch (claim, publish, mark) |
+//! | [`HELD_ROWS`] | gauge | `outbox` | due rows held back behind an earlier row of their aggregate |
+//! | [`BACKOFF_ROWS`] | gauge | `outbox` | pending rows in backoff after a failed attempt |
 //! | [`BATCH_SIZE`] | histogram | `outbox` | rows claimed per batch |
 //! | [`RELAY_HEARTBEAT`] | gauge | `outbox` | Unix time of a relay's last heartbeat |
 //! | [`LEASES_OWNED`] | gauge | `outbox` | leases held by this process's relay |
@@ -28,6 +30,11 @@
 pub const PENDING_ROWS: &str = "outbox_pending_rows";
 /// Gauge: age in seconds of the oldest claimable row (backoff excluded).
 pub const OLDEST_CLAIMABLE_AGE: &str = "outbox_oldest_claimable_age_seconds";
+/// Gauge: pending rows that are due but held back behind an earlier row of their
+/// aggregate (in backoff, or dead or failed under `Block`): the claim does not take them.
+pub const HELD_ROWS: &str = "outbox_held_rows";
+/// Gauge: pending rows in backoff after a failed attempt (not due yet).
+pub const BACKOFF_ROWS: &str = "outbox_backoff_rows";
 /// Gauge: rows with status `dead`.
 pub const DEAD_ROWS: &str = "outbox_dead_rows";
 /// Gauge: rows with status `failed`.

@@ -254,6 +254,12 @@ pub enum InboxDeadAction {
     Show(InboxDeadShowArgs),
     /// Mark dead letters `requeued`: the running consumer redelivers them to its handlers.
     Requeue(InboxDeadRequeueArgs),
+    /// Give a dead letter up (`skipped`, with a reason): the messages parked behind it are
+    /// applied.
+    Skip(InboxDeadSkipArgs),
+    /// List the messages consumers parked: waiting for their next attempt, or behind an
+    /// earlier message of their aggregate.
+    Parked(InboxParkedArgs),
 }
 
 /// A dead letter's state, as `--status` takes it.
@@ -266,6 +272,8 @@ pub enum DeadLetterStatusArg {
     Requeued,
     /// Requeued and handled.
     Resolved,
+    /// Given up by an operator.
+    Skipped,
 }
 
 impl From<DeadLetterStatusArg> for DeadLetterStatus {
@@ -274,6 +282,7 @@ impl From<DeadLetterStatusArg> for DeadLetterStatus {
             DeadLetterStatusArg::Dead => Self::Dead,
             DeadLetterStatusArg::Requeued => Self::Requeued,
             DeadLetterStatusArg::Resolved => Self::Resolved,
+            DeadLetterStatusArg::Skipped => Self::Skipped,
         }
     }
 }
@@ -317,6 +326,35 @@ pub struct InboxDeadRequeueArgs {
     /// Who requeues (default `$USER`, else `cli`); recorded as `requeued_by`.
     #[arg(long)]
     pub actor: Option<String>,
+}
+
+/// Arguments of `outbox inbox-dead skip`.
+#[derive(Debug, Clone, Args)]
+#[non_exhaustive]
+pub struct InboxDeadSkipArgs {
+    /// The id of the dead letter to skip (it must be `dead`).
+    pub id: i64,
+    /// Why it is given up; recorded as `skip_reason`.
+    #[arg(long)]
+    pub reason: String,
+    /// Who skips (default `$USER`, else `cli`); recorded as `skipped_by`.
+    #[arg(long)]
+    pub actor: Option<String>,
+}
+
+/// Arguments of `outbox inbox-dead parked`.
+#[derive(Debug, Clone, Args)]
+#[non_exhaustive]
+pub struct InboxParkedArgs {
+    /// Only this consumer.
+    #[arg(long)]
+    pub consumer: Option<String>,
+    /// At most this many messages.
+    #[arg(long, default_value_t = 50)]
+    pub limit: u64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub format: OutputFormat,
 }
 
 /// Parses `90s`, `30m`, `12h`, `7d` (or plain seconds).
@@ -389,7 +427,10 @@ pub enum OutboxCliError {
     #[error("no consumer dead letter has id {0}")]
     DeadLetterNotFound(i64),
     /// `inbox-dead requeue` of a dead letter that is not `dead`.
-    #[error("consumer dead letter {id} is {}; requeue applies to dead letters", status.as_str())]
+    #[error(
+        "consumer dead letter {id} is {}; requeue and skip apply to dead letters",
+        status.as_str()
+    )]
     DeadLetterWrongStatus {
         /// The dead letter.
         id: i64,
@@ -411,7 +452,7 @@ fn actor(given: &Option<String>) -> String {
         .unwrap_or_else(|| "cli".to_owned())
 }
 
-fn json_line(out: &mut dyn Write, value: &serde_json::Value) -> io::Result<()> {
+fn json_line(out: &mut (dyn Write + Send), value: &serde_json::Value) -> io::Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(io::Error::other)?;
     writeln!(out, "{text}")
 }
@@ -438,9 +479,10 @@ fn message_json(message: &StoredMessage) -> io::Result<(&'static str, serde_json
             "envelope",
             serde_json::to_value(envelope.as_ref()).map_err(io::Error::other)?,
         ),
-        StoredMessage::Binary { headers, body } => {
-            ("binary", json!({ "headers": headers, "body": body }))
-        }
+        StoredMessage::Binary(raw) => (
+            "binary",
+            serde_json::to_value(raw).map_err(io::Error::other)?,
+        ),
     })
 }
 
@@ -459,6 +501,11 @@ fn dead_letter_json(letter: &ConsumerDeadLetter) -> io::Result<serde_json::Value
         "requeued_at": letter.requeued_at,
         "requeued_by": letter.requeued_by,
         "resolved_at": letter.resolved_at,
+        "aggregate_type": letter.aggregate.as_ref().map(|(aggregate_type, _)| aggregate_type),
+        "aggregate_id": letter.aggregate.as_ref().map(|(_, id)| id),
+        "skipped_at": letter.skipped_at,
+        "skipped_by": letter.skipped_by,
+        "skip_reason": letter.skip_reason,
         "format": format,
         "message": message,
     }))
@@ -480,7 +527,7 @@ fn pretty(value: &serde_json::Value) -> io::Result<String> {
 async fn inbox_dead(
     ops: &Operations,
     action: &InboxDeadAction,
-    out: &mut dyn Write,
+    out: &mut (dyn Write + Send),
 ) -> Result<Outcome, OutboxCliError> {
     match action {
         InboxDeadAction::List(args) => {
@@ -552,6 +599,29 @@ async fn inbox_dead(
                 or_dash(letter.requeued_by.as_deref())
             )?;
             writeln!(out, "resolved at:  {}", rfc3339(letter.resolved_at))?;
+            writeln!(
+                out,
+                "aggregate:    {}",
+                or_dash(
+                    letter
+                        .aggregate
+                        .as_ref()
+                        .map(|(aggregate_type, id)| format!("{aggregate_type} {id}"))
+                )
+            )?;
+            if letter.status == DeadLetterStatus::Skipped {
+                writeln!(out, "skipped at:   {}", rfc3339(letter.skipped_at))?;
+                writeln!(
+                    out,
+                    "skipped by:   {}",
+                    or_dash(letter.skipped_by.as_deref())
+                )?;
+                writeln!(
+                    out,
+                    "skip reason:  {}",
+                    or_dash(letter.skip_reason.as_deref())
+                )?;
+            }
             match &letter.message {
                 StoredMessage::Envelope(envelope) => {
                     writeln!(out, "format:       envelope")?;
@@ -560,16 +630,35 @@ async fn inbox_dead(
                         .map_err(io::Error::other)?;
                     writeln!(out, "message:\n{text}")?;
                 }
-                StoredMessage::Binary { headers, body } => {
+                StoredMessage::Binary(raw) => {
                     writeln!(out, "format:       binary (could not be decoded)")?;
                     writeln!(out, "headers:")?;
-                    for (name, value) in headers {
+                    for (name, value) in &raw.headers {
                         writeln!(out, "  {name}: {value}")?;
                     }
+                    if raw.headers_dropped > 0 {
+                        writeln!(out, "  … {} more headers not stored", raw.headers_dropped)?;
+                    }
+                    writeln!(
+                        out,
+                        "body size:    {} bytes, sha256 {}",
+                        raw.body_bytes, raw.body_sha256
+                    )?;
+                    if raw.truncated {
+                        writeln!(
+                            out,
+                            "stored cut:   the message was larger than a dead letter keeps \
+                             ({} bytes of body, {} headers of {} bytes); it cannot be \
+                             redelivered",
+                            crate::limits::MAX_STORED_BODY_BYTES,
+                            crate::limits::MAX_STORED_HEADERS,
+                            crate::limits::MAX_STORED_HEADER_BYTES,
+                        )?;
+                    }
                     // A JSON body is pretty-printed; anything else as stored.
-                    let body = match serde_json::from_str::<serde_json::Value>(body) {
+                    let body = match serde_json::from_str::<serde_json::Value>(&raw.body) {
                         Ok(value) => pretty(&value)?,
-                        Err(_) => body.clone(),
+                        Err(_) => raw.body.clone(),
                     };
                     writeln!(out, "body:\n{body}")?;
                 }
@@ -613,6 +702,74 @@ async fn inbox_dead(
             )?;
             Ok(Outcome::Success)
         }
+        InboxDeadAction::Skip(args) => {
+            let actor = actor(&args.actor);
+            if !ops
+                .skip_consumer_dead_letter(args.id, &actor, &args.reason)
+                .await?
+            {
+                return Err(match ops.consumer_dead_letter(args.id).await? {
+                    Some(letter) => OutboxCliError::DeadLetterWrongStatus {
+                        id: args.id,
+                        status: letter.status,
+                    },
+                    None => OutboxCliError::DeadLetterNotFound(args.id),
+                });
+            }
+            writeln!(
+                out,
+                "skipped dead letter {} by {actor}: {}; the messages parked behind it are applied",
+                args.id, args.reason
+            )?;
+            Ok(Outcome::Success)
+        }
+        InboxDeadAction::Parked(args) => {
+            let parked = ops
+                .consumer_parked(args.consumer.as_deref(), args.limit)
+                .await?;
+            if args.format == OutputFormat::Json {
+                let values = parked
+                    .iter()
+                    .map(|message| {
+                        json!({
+                            "id": message.id,
+                            "consumer": message.consumer,
+                            "aggregate_type": message.aggregate.0,
+                            "aggregate_id": message.aggregate.1,
+                            "message_id": message.envelope.message_id,
+                            "event_type": message.envelope.event_type,
+                            "attempts": message.attempts,
+                            "next_attempt_at": message.next_attempt_at,
+                            "last_error": message.last_error,
+                            "parked_at": message.parked_at,
+                        })
+                    })
+                    .collect();
+                json_line(out, &serde_json::Value::Array(values))?;
+                return Ok(Outcome::Success);
+            }
+            writeln!(
+                out,
+                "ID\tCONSUMER\tAGGREGATE\tMESSAGE ID\tEVENT TYPE\tATTEMPTS\tNEXT ATTEMPT\tLAST ERROR"
+            )?;
+            for message in &parked {
+                writeln!(
+                    out,
+                    "{}\t{}\t{} {}\t{}\t{}\t{}\t{}\t{}",
+                    message.id,
+                    message.consumer,
+                    message.aggregate.0,
+                    message.aggregate.1,
+                    message.envelope.message_id,
+                    message.envelope.event_type,
+                    message.attempts,
+                    message.next_attempt_at.to_rfc3339(),
+                    cell(message.last_error.as_deref().unwrap_or("-")),
+                )?;
+            }
+            writeln!(out, "{} parked message(s)", parked.len())?;
+            Ok(Outcome::Success)
+        }
     }
 }
 
@@ -640,7 +797,7 @@ impl OutboxCommand {
     pub async fn execute(
         &self,
         ops: &Operations,
-        out: &mut dyn Write,
+        out: &mut (dyn Write + Send),
     ) -> Result<Outcome, OutboxCliError> {
         match &self.action {
             OutboxAction::Status(args) => status(ops, args, out).await,
@@ -786,7 +943,7 @@ impl OutboxCommand {
 async fn status(
     ops: &Operations,
     args: &StatusArgs,
-    out: &mut dyn Write,
+    out: &mut (dyn Write + Send),
 ) -> Result<Outcome, OutboxCliError> {
     let report = ops.status().await?;
     if args.format == OutputFormat::Json {
@@ -796,19 +953,23 @@ async fn status(
         )?;
     } else {
         writeln!(out, "outbox:            {}", report.outbox)?;
+        let age = |age: Option<Duration>| {
+            age.map_or_else(
+                || "-".to_owned(),
+                |age| format!("{:.1}s", age.as_secs_f64()),
+            )
+        };
         writeln!(
             out,
-            "pending:           {} (in backoff: {})",
-            report.pending, report.in_backoff
+            "pending:           {} (in backoff: {}, held back: {})",
+            report.pending, report.in_backoff, report.held
         )?;
         writeln!(
             out,
             "oldest claimable:  {}",
-            report.oldest_claimable_age.map_or_else(
-                || "-".to_owned(),
-                |age| format!("{:.1}s", age.as_secs_f64())
-            )
+            age(report.oldest_claimable_age)
         )?;
+        writeln!(out, "oldest held back:  {}", age(report.oldest_held_age))?;
         writeln!(out, "dead:              {}", report.dead())?;
         for (event_type, count) in &report.dead_by_event_type {
             writeln!(out, "  {event_type}  {count}")?;
@@ -874,15 +1035,17 @@ enum StandAloneCommand {
 /// Runs the command line with the process's arguments on `db` and `outbox`, printing to
 /// stdout / stderr. Returns the exit code to hand back from `main`.
 pub async fn run(db: DatabaseConnection, outbox: Outbox) -> ExitCode {
-    let stdout = io::stdout();
-    let stderr = io::stderr();
+    // `Stdout` and `Stderr` rather than their locks, which are not `Send`: the future of
+    // `run` can then be spawned on a multi-threaded runtime.
+    // Collected first: `ArgsOs` is not `Send` either.
+    let args: Vec<OsString> = std::env::args_os().collect();
     let code = run_with(
-        std::env::args_os(),
+        args,
         db,
         outbox,
         ContractRegistry::collect,
-        &mut stdout.lock(),
-        &mut stderr.lock(),
+        &mut io::stdout(),
+        &mut io::stderr(),
     )
     .await;
     ExitCode::from(code)
@@ -895,9 +1058,9 @@ pub async fn run_with<I, T>(
     args: I,
     db: DatabaseConnection,
     outbox: Outbox,
-    registry: impl FnOnce() -> Result<ContractRegistry, RegistryError>,
-    out: &mut dyn Write,
-    err: &mut dyn Write,
+    registry: impl FnOnce() -> Result<ContractRegistry, RegistryError> + Send,
+    out: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
 ) -> u8
 where
     I: IntoIterator<Item = T>,

@@ -48,6 +48,17 @@ pub enum CommitError {
     /// `INSERT` also runs the `NOTIFY`); the transaction was rolled back.
     #[error("writing the outbox rows failed, the unit of work was rolled back: {0}")]
     Database(#[source] DbErr),
+    /// A statement run through the unit of work failed earlier (and the caller went on to
+    /// commit): the unit of work rolled back instead, business rows and events alike. Run a
+    /// statement that may fail on purpose in a savepoint (`uow.begin()`).
+    #[error(
+        "a statement run through the unit of work failed, so it was rolled back instead of \
+         committed: {error}"
+    )]
+    StatementFailed {
+        /// The first failed statement's error.
+        error: String,
+    },
     /// `COMMIT` itself failed. The database normally rolled back; if the connection was
     /// lost during `COMMIT`, the outcome is unknown (as for any transaction).
     #[error("COMMIT failed: {0}")]

@@ -178,6 +178,7 @@ pub mod config;
 pub mod error;
 pub mod inbox;
 pub mod job;
+pub mod limits;
 pub mod migration;
 pub mod ops;
 pub mod partition;

@@ -168,7 +168,8 @@ impl MigrationTrait for CreateRelayTables {
     }
 }
 
-/// Creates the consumer dead-letter table, see [`crate::inbox::dead_letter`].
+/// Creates the consumer's dead-letter and parked-message tables, see
+/// [`crate::inbox::dead_letter`] and [`crate::inbox::parked`].
 #[derive(Debug, Clone)]
 pub struct CreateInboxDeadLetters {
     outbox: Outbox,
@@ -207,9 +208,12 @@ impl MigrationTrait for CreateInboxDeadLetters {
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let statement =
-            crate::inbox::dead_letter::drop_statement(manager.get_database_backend(), &self.outbox);
-        schema::execute_all(manager.get_connection(), vec![statement]).await
+        let backend = manager.get_database_backend();
+        let statements = vec![
+            crate::inbox::parked::drop_statement(backend, &self.outbox),
+            crate::inbox::dead_letter::drop_statement(backend, &self.outbox),
+        ];
+        schema::execute_all(manager.get_connection(), statements).await
     }
 }
 

@@ -50,6 +50,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 use outbox_core::metric;
+use outbox_core::policy::{DeadLetterPolicy, Ordering};
 use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, FromQueryResult};
 use uuid::Uuid;
 
@@ -91,6 +92,39 @@ pub enum OpsError {
     /// `skip` without a reason.
     #[error("skip needs a reason")]
     MissingReason,
+    /// An operator's input is longer than its column keeps.
+    #[error("{field} is {length} characters long, over the limit of {max}")]
+    InputTooLong {
+        /// `actor` or `reason`.
+        field: &'static str,
+        /// Its length in characters.
+        length: usize,
+        /// The limit ([`MAX_ACTOR_CHARS`](crate::limits::MAX_ACTOR_CHARS),
+        /// [`MAX_REASON_CHARS`](crate::limits::MAX_REASON_CHARS)).
+        max: usize,
+    },
+    /// No consumer dead letter has this id.
+    #[error("no consumer dead letter has id {id}")]
+    DeadLetterNotFound {
+        /// The id.
+        id: i64,
+    },
+}
+
+/// Checks an operator's name and reason against their columns.
+fn check_input(actor: &str, reason: Option<&str>) -> Result<(), OpsError> {
+    let check = |field, text: &str, max| {
+        let length = text.chars().count();
+        if length > max {
+            return Err(OpsError::InputTooLong { field, length, max });
+        }
+        Ok(())
+    };
+    check("actor", actor, crate::limits::MAX_ACTOR_CHARS)?;
+    if let Some(reason) = reason {
+        check("reason", reason, crate::limits::MAX_REASON_CHARS)?;
+    }
+    Ok(())
 }
 
 /// The state of an outbox, as `outbox status` shows it.
@@ -103,9 +137,20 @@ pub struct StatusReport {
     pub pending: u64,
     /// Pending rows parked in backoff (not claimable before their `next_attempt_at`).
     pub in_backoff: u64,
-    /// Age of the oldest claimable pending row (backoff excluded): the outbox lag.
+    /// Pending rows that are due but held back behind an earlier row of their aggregate:
+    /// one in backoff, or (under [`DeadLetterPolicy::Block`]) one that is dead or failed.
+    /// The claim does not take them; they wait for a retry, or for an operator.
+    ///
+    /// [`DeadLetterPolicy::Block`]: outbox_core::policy::DeadLetterPolicy::Block
+    pub held: u64,
+    /// Age of the oldest claimable pending row — due, and not held back: the outbox lag.
+    /// Rows in backoff and held-back rows are not counted, so a poisoned aggregate does not
+    /// make it grow.
     #[serde(serialize_with = "serialize_age")]
     pub oldest_claimable_age: Option<Duration>,
+    /// Age of the oldest held-back row.
+    #[serde(serialize_with = "serialize_age")]
+    pub oldest_held_age: Option<Duration>,
     /// Dead rows per event type.
     pub dead_by_event_type: BTreeMap<String, u64>,
     /// Failed rows (non-retryable jobs that failed, see [`crate::job`]) per event type.
@@ -208,6 +253,8 @@ pub struct Operations {
     outbox: Outbox,
     store: Store,
     labels: Vec<metrics::Label>,
+    ordering: Ordering,
+    dead_letter_policy: DeadLetterPolicy,
 }
 
 fn to_delta(duration: Duration) -> TimeDelta {
@@ -227,7 +274,19 @@ impl Operations {
             outbox,
             store,
             labels,
+            ordering: Ordering::PerAggregate,
+            dead_letter_policy: DeadLetterPolicy::Block,
         }
+    }
+
+    /// The ordering and dead-letter policy of the relays, which decide what
+    /// [`status`](Self::status) counts as held back (default: the relay's defaults,
+    /// [`Ordering::PerAggregate`] and [`DeadLetterPolicy::Block`]).
+    #[must_use]
+    pub fn with_relay_policy(mut self, ordering: Ordering, dead_letters: DeadLetterPolicy) -> Self {
+        self.ordering = ordering;
+        self.dead_letter_policy = dead_letters;
+        self
     }
 
     /// The names of the relay tables.
@@ -259,33 +318,44 @@ impl Operations {
         let c = self.outbox.columns();
         let now = self.outbox.clock().now();
         let mut sql = Sql::new(self.backend());
-        // Parked in backoff: failed before and not due yet (as the relay's claim sees it).
-        sql.push(&format!(
-            "SELECT COUNT(*) AS pending, COUNT(CASE WHEN {attempts} > 0 AND {next} > ",
-            attempts = self.q(c.attempts),
-            next = self.q(c.next_attempt_at)
-        ))
-        .bind(sql::timestamp(self.backend(), now))
+        // Per pending row: due (not parked in backoff, as the relay's claim sees it), and
+        // held back (the claim would not take it).
+        sql.push(
+            "SELECT COUNT(*) AS pending, COUNT(CASE WHEN t.due = 0 THEN 1 END) AS parked, \
+             COUNT(CASE WHEN t.due = 1 AND t.held = 1 THEN 1 END) AS held, \
+             MIN(CASE WHEN t.due = 1 AND t.held = 0 THEN t.created END) AS oldest, \
+             MIN(CASE WHEN t.due = 1 AND t.held = 1 THEN t.created END) AS oldest_held \
+             FROM (SELECT ",
+        )
         .push(&format!(
-            " THEN 1 END) AS parked, MIN(CASE WHEN {attempts} = 0 OR {next} <= ",
-            attempts = self.q(c.attempts),
-            next = self.q(c.next_attempt_at)
-        ))
-        .bind(sql::timestamp(self.backend(), now))
-        .push(&format!(
-            " THEN {created} END) AS oldest FROM {table} WHERE {status} = 'pending'",
+            "o.{created} AS created, CASE WHEN o.{attempts} = 0 OR o.{next} <= ",
             created = self.q(c.created_at),
+            attempts = self.q(c.attempts),
+            next = self.q(c.next_attempt_at)
+        ))
+        .bind(sql::timestamp(self.backend(), now))
+        .push(" THEN 1 ELSE 0 END AS due, CASE WHEN ");
+        self.store.held_back(
+            &mut sql,
+            now,
+            self.ordering == Ordering::PerAggregate,
+            self.dead_letter_policy,
+        );
+        sql.push(&format!(
+            " THEN 1 ELSE 0 END AS held FROM {table} o WHERE o.{status} = 'pending') t",
             table = self.outbox_table(),
             status = self.q(c.status)
         ));
         let row = self.db.query_one_raw(sql.build()).await?;
-        let (pending, in_backoff, oldest) = match row {
+        let (pending, in_backoff, held, oldest, oldest_held) = match row {
             Some(row) => (
                 sql::read_i64(&row, "pending")?,
                 sql::read_i64(&row, "parked")?,
+                sql::read_i64(&row, "held")?,
                 sql::read_timestamp(&row, "oldest")?,
+                sql::read_timestamp(&row, "oldest_held")?,
             ),
-            None => (0, 0, None),
+            None => (0, 0, 0, None, None),
         };
         let mut sql = Sql::new(self.backend());
         sql.push(&format!(
@@ -319,7 +389,9 @@ impl Operations {
             outbox: self.outbox.outbox_table().to_string(),
             pending: u64::try_from(pending).unwrap_or(0),
             in_backoff: u64::try_from(in_backoff).unwrap_or(0),
+            held: u64::try_from(held).unwrap_or(0),
             oldest_claimable_age,
+            oldest_held_age: oldest_held.map(age),
             dead_by_event_type,
             failed_by_event_type,
             pending_by_worker_key,
@@ -329,6 +401,8 @@ impl Operations {
         metrics::gauge!(metric::PENDING_ROWS, self.labels.clone()).set(report.pending as f64);
         metrics::gauge!(metric::OLDEST_CLAIMABLE_AGE, self.labels.clone())
             .set(oldest_claimable_age.map_or(0.0, |age| age.as_secs_f64()));
+        metrics::gauge!(metric::HELD_ROWS, self.labels.clone()).set(report.held as f64);
+        metrics::gauge!(metric::BACKOFF_ROWS, self.labels.clone()).set(report.in_backoff as f64);
         metrics::gauge!(metric::DEAD_ROWS, self.labels.clone()).set(report.dead() as f64);
         metrics::gauge!(metric::FAILED_ROWS, self.labels.clone()).set(report.failed() as f64);
         Ok(report)
@@ -531,6 +605,7 @@ impl Operations {
         reason: Option<&str>,
         from: &[OutboxStatus],
     ) -> Result<OperatorAction, OpsError> {
+        check_input(actor, reason)?;
         let backend = self.backend();
         let c = self.outbox.columns();
         let txn = crate::transaction::begin_whole(&self.db, None).await?;
@@ -734,15 +809,24 @@ impl Operations {
     /// handler. Returns `false` when the dead letter does not exist or is not `dead`.
     ///
     /// # Errors
-    /// The database's error.
-    pub async fn requeue_consumer_dead_letter(&self, id: i64, actor: &str) -> Result<bool, DbErr> {
+    /// [`OpsError::InputTooLong`] for an actor over
+    /// [`MAX_ACTOR_CHARS`](crate::limits::MAX_ACTOR_CHARS); the database's error.
+    pub async fn requeue_consumer_dead_letter(
+        &self,
+        id: i64,
+        actor: &str,
+    ) -> Result<bool, OpsError> {
+        check_input(actor, None)?;
         let requeued = dead_letter::transition(
             &self.db,
             &self.outbox,
             id,
             DeadLetterStatus::Dead,
             DeadLetterStatus::Requeued,
-            Some(actor),
+            dead_letter::Actor {
+                name: Some(actor),
+                reason: None,
+            },
         )
         .await?;
         if requeued {
@@ -752,6 +836,70 @@ impl Operations {
             tracing::info!(dead_letter = id, actor, "consumer dead letter requeued");
         }
         Ok(requeued)
+    }
+
+    /// Messages a consumer parked ([`crate::inbox::parked`]): waiting for their next
+    /// attempt, or behind an earlier message of their aggregate. Oldest first, of one
+    /// consumer or all, at most `limit`.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn consumer_parked(
+        &self,
+        consumer: Option<&str>,
+        limit: u64,
+    ) -> Result<Vec<crate::inbox::parked::ParkedMessage>, DbErr> {
+        crate::inbox::parked::list(&self.db, &self.outbox, consumer, limit).await
+    }
+
+    /// Gives a consumer dead letter up: `dead` → `skipped`, recording who, when and why. A
+    /// skipped letter no longer holds its aggregate: the consumer applies the messages parked
+    /// behind it ([`crate::inbox::parked`]). Returns `false` when the dead letter is not
+    /// `dead` (a `requeued` one is being redelivered).
+    ///
+    /// # Errors
+    /// [`OpsError::MissingReason`] for an empty reason, [`OpsError::InputTooLong`],
+    /// [`OpsError::DeadLetterNotFound`], or the database's error.
+    pub async fn skip_consumer_dead_letter(
+        &self,
+        id: i64,
+        actor: &str,
+        reason: &str,
+    ) -> Result<bool, OpsError> {
+        if reason.trim().is_empty() {
+            return Err(OpsError::MissingReason);
+        }
+        check_input(actor, Some(reason))?;
+        if dead_letter::find(&self.db, &self.outbox, id)
+            .await?
+            .is_none()
+        {
+            return Err(OpsError::DeadLetterNotFound { id });
+        }
+        let skipped = dead_letter::transition(
+            &self.db,
+            &self.outbox,
+            id,
+            DeadLetterStatus::Dead,
+            DeadLetterStatus::Skipped,
+            dead_letter::Actor {
+                name: Some(actor),
+                reason: Some(reason),
+            },
+        )
+        .await?;
+        if skipped {
+            let mut labels = self.labels.clone();
+            labels.push(metrics::Label::new("action", "skip-consumer"));
+            metrics::counter!(metric::OPERATOR_ACTIONS, labels).increment(1);
+            tracing::info!(
+                dead_letter = id,
+                actor,
+                reason,
+                "consumer dead letter skipped"
+            );
+        }
+        Ok(skipped)
     }
 
     /// Deletes published rows older than `retention`, `batch` rows per statement, while

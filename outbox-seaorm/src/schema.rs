@@ -381,7 +381,8 @@ pub(crate) enum Tables {
     Inbox,
     /// The relay's tables ([`crate::relay::tables`]); needs the outbox table.
     Relay,
-    /// The consumer dead-letter table ([`crate::inbox::dead_letter`]).
+    /// The consumer's dead-letter and parked-message tables ([`crate::inbox::dead_letter`],
+    /// [`crate::inbox::parked`]).
     InboxDeadLetters,
     /// Outbox, inbox and relay tables.
     Both,
@@ -405,6 +406,7 @@ pub(crate) fn statements(
     }
     if matches!(tables, Tables::InboxDeadLetters | Tables::Both) {
         statements.extend(crate::inbox::dead_letter::statements(backend, outbox));
+        statements.extend(crate::inbox::parked::statements(backend, outbox));
     }
     Ok(statements)
 }

@@ -24,7 +24,16 @@
 //!    [`crate::wakeup`]).
 //!
 //! Any failure before `COMMIT` rolls everything back — business rows included — and returns
-//! a [`CommitError`]. Dropping a unit of work without committing rolls it back, as does
+//! a [`CommitError`].
+//!
+//! A unit of work remembers a statement run through it that failed: [`UnitOfWork::commit`]
+//! then rolls back and returns [`CommitError::StatementFailed`], even when the caller caught
+//! the error and carried on. PostgreSQL refuses to commit such a transaction anyway; MariaDB
+//! and SQLite would commit the statements that succeeded, with their events, which breaks
+//! "together or not at all". To recover from an expected failure (say, a unique violation
+//! meaning "already there"), run the statement in a nested transaction — a savepoint,
+//! `uow.begin()` — and roll that back: statements on the savepoint are not the unit of
+//! work's own. Dropping a unit of work without committing rolls it back, as does
 //! [`UnitOfWork::rollback`]. Nothing else in this crate writes outbox rows: the row-writing
 //! code is private, so the only way to get an event into the outbox is to raise it in a unit
 //! of work that commits.
@@ -97,6 +106,9 @@ pub struct UnitOfWork<E: 'static = outbox_core::mapping::NoEvents> {
     /// Raised by nested units of work that wrote rows: wake up after this one commits, even
     /// if it wrote none itself. `Some` exactly when `wakeup` goes somewhere.
     nested_wrote: Option<Arc<AtomicBool>>,
+    /// The error of the first statement run through the unit of work that failed: commit
+    /// refuses when set.
+    failed: Mutex<Option<String>>,
 }
 
 /// What a unit of work can begin on: a [`DatabaseConnection`] (a pool), a
@@ -365,6 +377,7 @@ impl<E: 'static> UnitOfWorkBuilder<E> {
             headers: self.headers,
             wakeup,
             nested_wrote,
+            failed: Mutex::new(None),
         })
     }
 
@@ -523,6 +536,30 @@ impl<E: 'static> UnitOfWork<E> {
         self.buffer().len()
     }
 
+    /// Records the first failed statement run through the unit of work (see the
+    /// [module documentation](self)); passes the result on.
+    fn remember<T>(&self, result: Result<T, DbErr>) -> Result<T, DbErr> {
+        if let Err(error) = &result {
+            let mut failed = self
+                .failed
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if failed.is_none() {
+                *failed = Some(error.to_string());
+            }
+        }
+        result
+    }
+
+    /// Whether a statement run through the unit of work failed: [`commit`](Self::commit)
+    /// will refuse.
+    pub fn has_failed_statement(&self) -> bool {
+        self.failed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .is_some()
+    }
+
     /// Rolls back the business changes and discards the raised events.
     ///
     /// # Errors
@@ -543,7 +580,8 @@ impl<E: 'static> UnitOfWork<E> {
     ///
     /// # Errors
     /// A [`CommitError`]; except for [`CommitError::Commit`], the transaction was rolled back
-    /// and nothing was written.
+    /// and nothing was written. [`CommitError::StatementFailed`] when a statement run through
+    /// the unit of work failed, even if the caller caught that error.
     pub async fn commit(self) -> Result<CommitReport, CommitError> {
         let UnitOfWork {
             txn,
@@ -556,7 +594,18 @@ impl<E: 'static> UnitOfWork<E> {
             headers,
             wakeup,
             nested_wrote,
+            failed,
         } = self;
+        let failed = failed
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(error) = failed {
+            tracing::warn!(%error, "unit of work not committed: a statement run through it failed");
+            if let Err(rollback) = txn.rollback().await {
+                tracing::warn!(error = %rollback, "rollback after a failed statement failed");
+            }
+            return Err(CommitError::StatementFailed { error });
+        }
         let events = events
             .into_inner()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -734,19 +783,23 @@ impl<E: Send + 'static> ConnectionTrait for UnitOfWork<E> {
     }
 
     async fn execute_raw(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
-        self.txn.execute_raw(stmt).await
+        let result = self.txn.execute_raw(stmt).await;
+        self.remember(result)
     }
 
     async fn execute_unprepared(&self, sql: &str) -> Result<ExecResult, DbErr> {
-        self.txn.execute_unprepared(sql).await
+        let result = self.txn.execute_unprepared(sql).await;
+        self.remember(result)
     }
 
     async fn query_one_raw(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
-        self.txn.query_one_raw(stmt).await
+        let result = self.txn.query_one_raw(stmt).await;
+        self.remember(result)
     }
 
     async fn query_all_raw(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
-        self.txn.query_all_raw(stmt).await
+        let result = self.txn.query_all_raw(stmt).await;
+        self.remember(result)
     }
 
     fn support_returning(&self) -> bool {
@@ -772,7 +825,10 @@ impl<E: Send + 'static> StreamTrait for UnitOfWork<E> {
         &'a self,
         stmt: Statement,
     ) -> Pin<Box<dyn Future<Output = Result<Self::Stream<'a>, DbErr>> + 'a + Send>> {
-        self.txn.stream_raw(stmt)
+        Box::pin(async move {
+            let result = self.txn.stream_raw(stmt).await;
+            self.remember(result)
+        })
     }
 }
 

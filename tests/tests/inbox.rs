@@ -29,7 +29,7 @@ use outbox_core::{DomainEvent, Envelope, IntegrationEvent, Raise};
 use outbox_seaorm::inbox::dead_letter::{DeadLetterStatus, StoredMessage};
 use outbox_seaorm::inbox::{
     self, Consumer, ConsumerConfigError, DeadLetterReason, Delivered, InboxError, InboxOutcome,
-    UnknownEvents, metric,
+    ParkReason, UnknownEvents, metric,
 };
 use outbox_seaorm::ops::Operations;
 use outbox_seaorm::record::OutboxRecord;
@@ -636,6 +636,7 @@ async fn failing_handler_leaves_no_inbox_row_and_is_retried(db: &TestDb) {
     // Through a consumer: two failures, applied on the third attempt.
     let consumer = Consumer::builder(db.conn().clone(), outbox.clone(), CONSUMER)
         .max_attempts(3)
+        .inline_attempts(3)
         .backoff(tiny_backoff())
         .build()
         .unwrap();
@@ -800,17 +801,23 @@ async fn malformed_wrong_version_and_unknown_messages_are_settled_at_once(db: &T
         panic!("expected a malformed dead letter, got {delivered:?}");
     };
     let letter = ops.consumer_dead_letter(*id).await.unwrap().unwrap();
+    let StoredMessage::Binary(raw) = &letter.message else {
+        panic!("format binary: {:?}", letter.message);
+    };
     assert_eq!(
-        letter.message,
-        StoredMessage::Binary {
-            headers: binary
-                .headers
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect(),
-            body: "this is { not json".to_owned(),
-        },
-        "format binary, raw body kept"
+        raw.headers,
+        binary
+            .headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect::<Vec<_>>(),
+        "headers kept"
+    );
+    assert_eq!(raw.body, "this is { not json", "raw body kept");
+    assert_eq!((raw.body_bytes, raw.truncated), (18, false));
+    assert_eq!(
+        raw.body_sha256,
+        "9ecf762a4283d3e18e90fd5eab5032f24b5801a32180904ec68ce623210e6cde"
     );
     assert_eq!(letter.message_id, Some(good.message_id), "read from ce-id");
     assert_eq!(
@@ -819,14 +826,26 @@ async fn malformed_wrong_version_and_unknown_messages_are_settled_at_once(db: &T
     );
     assert_eq!((letter.reason.as_str(), letter.attempts), ("malformed", 0));
     assert_eq!(knob::calls(good.message_id), 0);
-    // The same headers with the real body: applied (the decoding path works).
+    // The same headers with the real body: the dead letter holds its aggregate (`Block`),
+    // so the message is parked behind it; once an operator skips the dead letter, the
+    // consumer applies it (the decoding path works).
     assert_eq!(
         ignoring
             .deliver_binary(&binary.headers, &binary.body)
             .await
             .unwrap(),
-        Delivered::Applied { attempts: 1 }
+        Delivered::Parked {
+            reason: ParkReason::Behind
+        }
     );
+    assert_eq!(ignoring.redeliver_parked().await.unwrap().held, 1);
+    assert_eq!(knob::calls(good.message_id), 0);
+    assert!(
+        ops.skip_consumer_dead_letter(*id, "alice", "garbled by a proxy")
+            .await
+            .unwrap()
+    );
+    assert_eq!(ignoring.redeliver_parked().await.unwrap().applied, 1);
     assert_eq!(knob::calls(good.message_id), 1);
     assert_eq!(stock(db, "dune").await, (5, 2));
 
@@ -921,6 +940,7 @@ async fn raised_events_commit_if_and_only_if_the_inbox_row_does(db: &TestDb) {
     setup(db, &outbox, &[("dune", 10), ("emma", 10)]).await;
     let consumer = Consumer::builder(db.conn().clone(), outbox.clone(), CONSUMER)
         .max_attempts(2)
+        .inline_attempts(2)
         .backoff(tiny_backoff())
         .build()
         .unwrap();

@@ -131,6 +131,7 @@ async fn inbox_dead_letter_command_line(db: &TestDb) {
         .unwrap();
     let consumer = Consumer::builder(db.conn().clone(), outbox.clone(), CONSUMER)
         .max_attempts(2)
+        .inline_attempts(2)
         .backoff(
             Backoff::new()
                 .with_min_delay(Duration::from_millis(1))
@@ -365,7 +366,7 @@ async fn inbox_dead_letter_command_line(db: &TestDb) {
     assert_eq!(
         err,
         format!(
-            "error: consumer dead letter {failing_id} is requeued; requeue applies to dead letters\n"
+            "error: consumer dead letter {failing_id} is requeued; requeue and skip apply to dead letters\n"
         )
     );
     let (code, _, err) = ops(db, &outbox, &["outbox", "inbox-dead", "requeue", "999999"]).await;

@@ -16,7 +16,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use futures_util::StreamExt as _;
 use outbox_core::clock::ManualClock;
 use outbox_core::mapping::MapError;
-use outbox_core::{Envelope, IntegrationEvent, Raise};
+use outbox_core::{Envelope, IntegrationEvent, Raise, RecordedEvents};
 use outbox_seaorm::partition::partition_of;
 use outbox_seaorm::record::OutboxRecord;
 use outbox_seaorm::schema::{self, OutboxStatus};
@@ -43,6 +43,7 @@ backend_tests!(
     mapper_error_writes_nothing,
     panic_in_closure_writes_nothing,
     double_click_checkout_leaves_one_order_and_one_event,
+    a_caught_statement_error_refuses_the_commit,
     ten_thousand_events_in_one_transaction,
     concurrent_units_of_work,
     every_envelope_field_is_stored,
@@ -317,6 +318,56 @@ async fn double_click_checkout_leaves_one_order_and_one_event(db: &TestDb) {
     eprintln!("  orders in db: {orders}, outbox rows: {rows}");
     assert_eq!((orders, rows), (1, 1));
     assert_eq!(count_lines(db.conn()).await.unwrap(), 2);
+}
+
+/// Guarantee 1 when the caller swallows the error: a unique violation is caught, and the
+/// caller still commits. PostgreSQL refuses an aborted transaction by itself; on MariaDB and
+/// SQLite the other order and its events would be committed without the unit of work's
+/// refusal. A statement that may fail on purpose runs in a savepoint instead.
+async fn a_caught_statement_error_refuses_the_commit(db: &TestDb) {
+    let outbox = Outbox::default();
+    setup(db, &outbox).await;
+    checkout(db.conn(), &outbox, "checkout-7").await.unwrap();
+
+    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+    let other = Order::place(&uow, PlaceOrder::sample("checkout-8"));
+    other.save(&uow).await.unwrap();
+    let again = Order::place(&uow, PlaceOrder::sample("checkout-7"));
+    let caught = again.save(&uow).await.expect_err("checkout-7 exists");
+    assert!(
+        matches!(caught.sql_err(), Some(SqlErr::UniqueConstraintViolation(_))),
+        "{caught}"
+    );
+    assert!(uow.has_failed_statement());
+    let error = uow.commit().await.expect_err("refused");
+    assert!(
+        matches!(error, CommitError::StatementFailed { .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("rolled back"), "{error}");
+    assert_eq!(
+        count_orders(db.conn()).await.unwrap(),
+        1,
+        "checkout-8 rolled back"
+    );
+    assert_eq!(outbox_rows(db, &outbox).await, 1, "no event of checkout-8");
+
+    // The same work with the statement that may fail in a savepoint commits the rest.
+    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+    let other = Order::place(&uow, PlaceOrder::sample("checkout-8"));
+    other.save(&uow).await.unwrap();
+    let savepoint = uow.begin().await.unwrap();
+    // Built aside: its events are not the unit of work's.
+    let duplicate = Order::place(&RecordedEvents::new(), PlaceOrder::sample("checkout-7"));
+    duplicate
+        .save(&savepoint)
+        .await
+        .expect_err("checkout-7 exists");
+    savepoint.rollback().await.unwrap();
+    assert!(!uow.has_failed_statement());
+    uow.commit().await.unwrap();
+    assert_eq!(count_orders(db.conn()).await.unwrap(), 2);
+    assert_eq!(outbox_rows(db, &outbox).await, 2, "checkout-8's event");
 }
 
 async fn ten_thousand_events_in_one_transaction(db: &TestDb) {

@@ -7,16 +7,22 @@ use std::time::Duration;
 
 use outbox_core::cloudevents::{self, CloudEventsError};
 use outbox_core::name::{ConsumerNameError, EventType, check_consumer_name};
-use outbox_core::policy::Backoff;
+use outbox_core::policy::{Backoff, DeadLetterPolicy};
 use outbox_core::{DecodeError, Envelope};
-use sea_orm::{DatabaseConnection, DbErr};
-use tokio::sync::broadcast;
-use tokio_util::sync::CancellationToken;
+use sea_orm::{DatabaseConnection, DbErr, TransactionTrait as _};
+use tokio::sync::Notify;
 
-use super::dead_letter::{self, DeadLetterStatus, NewDeadLetter, StoredMessage};
+use super::dead_letter::{self, NewDeadLetter, RawMessage, StoredMessage};
+use super::hold::{self, Holds};
+use super::parked::{self, NewParked, ParkedMessage};
 use super::{HandlerRegistration, InboxError, InboxOutcome};
 use crate::config::Outbox;
 use crate::ops::Operations;
+use crate::schema::MAX_KEY_CHARS;
+
+mod redelivery;
+
+pub use redelivery::ParkedReport;
 
 /// Metric names of consumers (labels: `consumer`, and `reason` for dead letters).
 pub mod metric {
@@ -32,6 +38,12 @@ pub mod metric {
     pub const DEAD_LETTERED: &str = "outbox_inbox_dead_lettered_total";
     /// Histogram: seconds per handled message (all attempts).
     pub const HANDLE_DURATION: &str = "outbox_inbox_handle_duration_seconds";
+    /// Counter: messages parked in the consumer's database, by `reason` (`retrying`: the
+    /// handler failed and attempts remain; `behind`: an earlier message of the aggregate is
+    /// parked or dead-lettered).
+    pub const PARKED: &str = "outbox_inbox_parked_total";
+    /// Gauge: aggregates held — with parked messages, or (under `Block`) a dead letter.
+    pub const HELD_AGGREGATES: &str = "outbox_inbox_held_aggregates";
 }
 
 /// What a consumer does with a message of an event type it has no handler for (and that
@@ -112,8 +124,27 @@ impl DeadLetterReason {
     }
 }
 
-/// What a consumer did with a message. Every variant but [`Delivered::Retry`] means the
-/// message is settled: acknowledge it to the broker.
+/// Why a message was parked ([`Delivered::Parked`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ParkReason {
+    /// The handler failed and attempts remain: the next one comes after the backoff.
+    Retrying {
+        /// Attempts made.
+        attempts: u32,
+        /// The backoff before the next attempt.
+        after: Duration,
+        /// The handler's error.
+        error: String,
+    },
+    /// An earlier message of its aggregate is parked, or dead-lettered under
+    /// [`DeadLetterPolicy::Block`]: it waits behind it.
+    Behind,
+}
+
+/// What a consumer did with a message. Every variant means the message is settled —
+/// applied, skipped, or stored in the consumer's database — so acknowledge it to the
+/// broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Delivered {
@@ -136,15 +167,11 @@ pub enum Delivered {
         /// Why.
         reason: DeadLetterReason,
     },
-    /// The handler failed; try again after `after` ([`Consumer::deliver_once`] only; the
-    /// broker redelivers, or the caller calls again with `attempt + 1`).
-    Retry {
-        /// The attempt that failed.
-        attempt: u32,
-        /// The backoff before the next attempt.
-        after: Duration,
-        /// The handler's error.
-        error: String,
+    /// Parked in the consumer's database ([`super::parked`]); the consumer's redelivery loop
+    /// applies it in its aggregate's order.
+    Parked {
+        /// Why.
+        reason: ParkReason,
     },
 }
 
@@ -231,12 +258,16 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
 pub const DEFAULT_INBOX_RETENTION: Duration = Duration::from_secs(14 * 24 * 3600);
 /// Default redelivery window (how long a broker may redeliver a message): 7 days.
 pub const DEFAULT_REDELIVERY_WINDOW: Duration = Duration::from_secs(7 * 24 * 3600);
-/// Default interval between looks for requeued dead letters in
-/// [`Consumer::redeliver_requeued_until`]: 5 s.
+/// Default interval between looks for requeued dead letters and parked messages in
+/// [`Consumer::redeliver_until`]: 5 s (a message parked by this process is looked at when
+/// it is due).
 pub const DEFAULT_REQUEUE_POLL: Duration = Duration::from_secs(5);
+/// Default handler attempts made while a message is delivered, before it is parked: 1.
+pub const DEFAULT_INLINE_ATTEMPTS: u32 = 1;
 
-/// Configures a [`Consumer`]. Defaults: [`DEFAULT_MAX_ATTEMPTS`], backoff 100 ms doubling
-/// up to 10 s with jitter, [`UnknownEvents::Ignore`], [`DEFAULT_INBOX_RETENTION`],
+/// Configures a [`Consumer`]. Defaults: [`DEFAULT_MAX_ATTEMPTS`] of which
+/// [`DEFAULT_INLINE_ATTEMPTS`] inline, backoff 100 ms doubling up to 10 s with jitter,
+/// [`DeadLetterPolicy::Block`], [`UnknownEvents::Ignore`], [`DEFAULT_INBOX_RETENTION`],
 /// [`DEFAULT_REDELIVERY_WINDOW`], [`DEFAULT_REQUEUE_POLL`].
 #[derive(Debug)]
 #[must_use]
@@ -245,6 +276,8 @@ pub struct ConsumerBuilder {
     outbox: Outbox,
     name: String,
     max_attempts: u32,
+    inline_attempts: u32,
+    dead_letter_policy: DeadLetterPolicy,
     backoff: Backoff,
     unknown: UnknownEvents,
     retention: Duration,
@@ -253,9 +286,29 @@ pub struct ConsumerBuilder {
 }
 
 impl ConsumerBuilder {
-    /// Handler attempts per delivery before the message is dead-lettered (default 5).
+    /// Handler attempts per message before it is dead-lettered (default 5).
     pub fn max_attempts(mut self, attempts: u32) -> Self {
         self.max_attempts = attempts;
+        self
+    }
+
+    /// Handler attempts made while the message is delivered, with the backoff in between
+    /// (default 1). The later attempts happen after the message is parked in the consumer's
+    /// database ([`super::parked`]) and acknowledged, so that a failing message does not
+    /// stall the messages of every other aggregate; set it to `max_attempts` to retry only
+    /// inline. At most `max_attempts`.
+    pub fn inline_attempts(mut self, attempts: u32) -> Self {
+        self.inline_attempts = attempts;
+        self
+    }
+
+    /// What a dead letter does to the later messages of its aggregate (default
+    /// [`DeadLetterPolicy::Block`]): `Block` parks them, in order, until the dead letter is
+    /// requeued and applied, or skipped; `Skip` applies them (the aggregate's order then has
+    /// a gap, and a requeued dead letter is applied late). Either way a message waiting for
+    /// its next attempt holds the later messages of its aggregate.
+    pub fn dead_letter_policy(mut self, policy: DeadLetterPolicy) -> Self {
+        self.dead_letter_policy = policy;
         self
     }
 
@@ -284,8 +337,8 @@ impl ConsumerBuilder {
         self
     }
 
-    /// How often [`Consumer::redeliver_requeued_until`] (which every broker runner runs)
-    /// looks for requeued dead letters (default 5 s).
+    /// How often [`Consumer::redeliver_until`] (which every broker runner runs) looks for
+    /// requeued dead letters and parked messages (default 5 s).
     pub fn requeue_poll(mut self, interval: Duration) -> Self {
         self.requeue_poll = interval;
         self
@@ -362,6 +415,10 @@ impl ConsumerBuilder {
                 name: consumer,
                 routes,
                 max_attempts: self.max_attempts,
+                inline_attempts: self.inline_attempts.clamp(1, self.max_attempts),
+                policy: self.dead_letter_policy,
+                holds: Holds::default(),
+                parked: Notify::new(),
                 backoff: self.backoff,
                 unknown: self.unknown,
                 retention: self.retention,
@@ -379,6 +436,13 @@ struct Inner {
     name: String,
     routes: BTreeMap<&'static str, &'static HandlerRegistration>,
     max_attempts: u32,
+    inline_attempts: u32,
+    policy: DeadLetterPolicy,
+    /// The aggregates held by parked messages or dead letters.
+    holds: Holds,
+    /// Signalled when this process parks a message: the redelivery loop looks at it when
+    /// it is due.
+    parked: Notify,
     backoff: Backoff,
     unknown: UnknownEvents,
     retention: Duration,
@@ -389,11 +453,19 @@ struct Inner {
 /// A consumer group: every `#[inbox_handler]` registered under one consumer name,
 /// dispatched by event type, each message applied once through the inbox. Cheap to clone.
 ///
-/// [`deliver`](Self::deliver) settles one message: the handler runs with up to
-/// `max_attempts` attempts and backoff in between; a malformed payload, an unsupported
-/// version, or an unknown type (with [`UnknownEvents::DeadLetter`]) goes to the
-/// dead-letter table at once. Broker adapters that prefer the broker's redelivery call
-/// [`deliver_once`](Self::deliver_once) with the delivery count instead.
+/// [`deliver`](Self::deliver) settles one message: the handler runs (`inline_attempts`
+/// times at most, default once); when it fails and attempts remain, the message is parked
+/// in the consumer's database ([`super::parked`]) for its later attempts, with backoff, so
+/// that the runner goes on with the other aggregates. A malformed payload, an unsupported
+/// version, or an unknown type (with [`UnknownEvents::DeadLetter`]) goes to the dead-letter
+/// table at once, as does a message whose `max_attempts` all failed.
+///
+/// Order per aggregate: a message of an aggregate that has parked messages — or, under
+/// [`DeadLetterPolicy::Block`] (the default), a `dead` or `requeued` dead letter — is
+/// parked behind them, and [`redeliver_until`](Self::redeliver_until) applies them in
+/// arrival order once nothing holds them. Aggregates whose type or id is longer than
+/// [`MAX_KEY_CHARS`](crate::schema::MAX_KEY_CHARS) cannot be parked: their messages are
+/// retried inline only and dead-lettered without holding anything.
 #[derive(Debug, Clone)]
 pub struct Consumer {
     inner: Arc<Inner>,
@@ -428,6 +500,8 @@ impl Consumer {
             outbox,
             name: name.into(),
             max_attempts: DEFAULT_MAX_ATTEMPTS,
+            inline_attempts: DEFAULT_INLINE_ATTEMPTS,
+            dead_letter_policy: DeadLetterPolicy::Block,
             backoff: Backoff::new()
                 .with_min_delay(Duration::from_millis(100))
                 .with_max_delay(Duration::from_secs(10)),
@@ -511,29 +585,64 @@ impl Consumer {
         }
     }
 
+    /// Where the consumer's holds are read from.
+    fn source(&self) -> hold::Source<'_> {
+        let inner = &self.inner;
+        hold::Source {
+            db: &inner.db,
+            outbox: &inner.outbox,
+            consumer: &inner.name,
+            policy: inner.policy,
+        }
+    }
+
+    /// Writes a dead letter. `hold`: the message's aggregate, which the dead letter holds
+    /// under [`DeadLetterPolicy::Block`] (the write then runs under the holds' lock).
     async fn dead_letter(
         &self,
         message: StoredMessage,
         message_id: Option<uuid::Uuid>,
         event_type: Option<&str>,
+        hold: Option<hold::Key<'_>>,
         reason: DeadLetterReason,
     ) -> Result<Delivered, ConsumerError> {
         let inner = &self.inner;
-        let id = dead_letter::insert(
-            &inner.db,
-            &inner.outbox,
-            NewDeadLetter {
-                message_id,
-                consumer: &inner.name,
-                event_type,
-                reason: reason.as_str(),
-                error: reason.error(),
-                attempts: reason.attempts(),
-                message,
-            },
-        )
-        .await
+        let letter = NewDeadLetter {
+            message_id,
+            consumer: &inner.name,
+            event_type,
+            aggregate: hold,
+            reason: reason.as_str(),
+            error: reason.error(),
+            attempts: reason.attempts(),
+            message,
+        };
+        let id = match hold.filter(|_| inner.policy == DeadLetterPolicy::Block) {
+            Some(key) => {
+                inner
+                    .holds
+                    .write(self.source(), key, async |_| {
+                        let id = dead_letter::insert(&inner.db, &inner.outbox, letter).await?;
+                        Ok((id, true))
+                    })
+                    .await
+            }
+            None => dead_letter::insert(&inner.db, &inner.outbox, letter).await,
+        }
         .map_err(|source| self.database(source))?;
+        self.dead_lettered(id, message_id, event_type, &reason);
+        Ok(Delivered::DeadLettered { id, reason })
+    }
+
+    /// Counts and logs a dead letter.
+    fn dead_lettered(
+        &self,
+        id: i64,
+        message_id: Option<uuid::Uuid>,
+        event_type: Option<&str>,
+        reason: &DeadLetterReason,
+    ) {
+        let inner = &self.inner;
         let mut labels = inner.labels.clone();
         labels.push(metrics::Label::new("reason", reason.as_str()));
         metrics::counter!(metric::DEAD_LETTERED, labels).increment(1);
@@ -546,7 +655,6 @@ impl Consumer {
             error = %reason.error(),
             "message dead-lettered"
         );
-        Ok(Delivered::DeadLettered { id, reason })
     }
 
     fn database(&self, source: DbErr) -> ConsumerError {
@@ -564,50 +672,20 @@ impl Consumer {
         }
     }
 
-    /// Runs attempts until the message settles or `max_attempts` failed.
-    async fn attempts(&self, envelope: &Envelope) -> Result<Delivered, DeadLetterReason> {
-        let max = self.inner.max_attempts;
-        let mut attempt = 1;
-        loop {
-            match self.attempt(envelope).await {
-                Attempt::Settled(Delivered::Applied { .. }) => {
-                    return Ok(Delivered::Applied { attempts: attempt });
-                }
-                Attempt::Settled(delivered) => return Ok(delivered),
-                Attempt::DeadLetter(reason) => return Err(reason),
-                Attempt::Failed(error) if attempt >= max => {
-                    return Err(DeadLetterReason::HandlerFailed {
-                        attempts: attempt,
-                        error,
-                    });
-                }
-                Attempt::Failed(_) => {
-                    tokio::time::sleep(self.inner.backoff.delay(attempt)).await;
-                    attempt += 1;
-                }
-            }
-        }
-    }
-
-    /// Settles `envelope`: applies it once through the inbox, with up to `max_attempts`
-    /// attempts and backoff, or dead-letters it.
+    /// Settles `envelope`: applies it once through the inbox, parks it (for its later
+    /// attempts, or behind an earlier message of its aggregate), or dead-letters it. See
+    /// the [type documentation](Self).
+    ///
+    /// A message over the payload or metadata limit
+    /// ([`EnvelopeConfig`](outbox_core::EnvelopeConfig), the outbox's) is dead-lettered as
+    /// `malformed`, stored bounded ([`RawMessage`]).
     ///
     /// # Errors
-    /// [`ConsumerError`] when the dead-letter insert fails: do not acknowledge the message.
+    /// [`ConsumerError`] when the database failed (parking, or the dead-letter insert): do
+    /// not acknowledge the message.
     pub async fn deliver(&self, envelope: &Envelope) -> Result<Delivered, ConsumerError> {
         let started = std::time::Instant::now();
-        let result = match self.attempts(envelope).await {
-            Ok(delivered) => Ok(delivered),
-            Err(reason) => {
-                self.dead_letter(
-                    StoredMessage::Envelope(Box::new(envelope.clone())),
-                    Some(envelope.message_id),
-                    Some(&envelope.event_type),
-                    reason,
-                )
-                .await
-            }
-        };
+        let result = self.settle(envelope).await;
         if let Ok(delivered) = &result {
             self.record(delivered);
         }
@@ -616,55 +694,172 @@ impl Consumer {
         result
     }
 
-    /// One attempt at `envelope`, the `attempt`-th delivery of it (from 1, e.g. the broker's
-    /// delivery count): [`Delivered::Retry`] when the handler failed and attempts remain
-    /// (redeliver after the delay), otherwise the message is settled as in
-    /// [`deliver`](Self::deliver).
-    ///
-    /// # Errors
-    /// As [`deliver`](Self::deliver).
-    pub async fn deliver_once(
+    async fn settle(&self, envelope: &Envelope) -> Result<Delivered, ConsumerError> {
+        let inner = &self.inner;
+        if let Err(error) = inner.outbox.envelope_config().check_envelope(envelope) {
+            return self
+                .dead_letter(
+                    StoredMessage::Binary(RawMessage::of_envelope(envelope)),
+                    Some(envelope.message_id),
+                    Some(&envelope.event_type),
+                    None,
+                    DeadLetterReason::from(error),
+                )
+                .await;
+        }
+        let key = parkable(&envelope.aggregate_type, &envelope.aggregate_id);
+        // A message no handler takes has no effect to order: it is ignored or dead-lettered
+        // at once, even when its aggregate is held.
+        if !inner.routes.contains_key(envelope.event_type.as_str()) {
+            match self.unrouted(envelope) {
+                Attempt::Settled(delivered) => return Ok(delivered),
+                Attempt::DeadLetter(reason) => {
+                    return self
+                        .dead_letter(
+                            StoredMessage::Envelope(Box::new(envelope.clone())),
+                            Some(envelope.message_id),
+                            Some(&envelope.event_type),
+                            key,
+                            reason,
+                        )
+                        .await;
+                }
+                Attempt::Failed(_) => {}
+            }
+        }
+        if let Some(key) = key {
+            let held = inner
+                .holds
+                .is_held(self.source(), key)
+                .await
+                .map_err(|source| self.database(source))?;
+            if held && let Some(parked) = self.park(envelope, key, None).await? {
+                return Ok(parked);
+            }
+        }
+        let mut attempt = 1;
+        loop {
+            let reason = match self.attempt(envelope).await {
+                Attempt::Settled(Delivered::Applied { .. }) => {
+                    return Ok(Delivered::Applied { attempts: attempt });
+                }
+                Attempt::Settled(delivered) => return Ok(delivered),
+                Attempt::DeadLetter(reason) => reason,
+                Attempt::Failed(error) if attempt >= inner.max_attempts => {
+                    DeadLetterReason::HandlerFailed {
+                        attempts: attempt,
+                        error,
+                    }
+                }
+                Attempt::Failed(error) => match key {
+                    // Its later attempts happen while it is parked.
+                    Some(key) if attempt >= inner.inline_attempts => {
+                        let retry = Retry {
+                            attempts: attempt,
+                            error,
+                        };
+                        if let Some(parked) = self.park(envelope, key, Some(retry)).await? {
+                            return Ok(parked);
+                        }
+                        tokio::time::sleep(inner.backoff.delay(attempt)).await;
+                        attempt += 1;
+                        continue;
+                    }
+                    _ => {
+                        tokio::time::sleep(inner.backoff.delay(attempt)).await;
+                        attempt += 1;
+                        continue;
+                    }
+                },
+            };
+            return self
+                .dead_letter(
+                    StoredMessage::Envelope(Box::new(envelope.clone())),
+                    Some(envelope.message_id),
+                    Some(&envelope.event_type),
+                    key,
+                    reason,
+                )
+                .await;
+        }
+    }
+
+    /// Parks `envelope` under the holds' lock: behind the messages of its aggregate when
+    /// `retry` is `None` (then only if the aggregate is still held: `None` back means
+    /// "apply it now"), or for its next attempt after `retry.attempts` failed ones.
+    async fn park(
         &self,
         envelope: &Envelope,
-        attempt: u32,
-    ) -> Result<Delivered, ConsumerError> {
-        let attempt = attempt.max(1);
-        let reason = match self.attempt(envelope).await {
-            Attempt::Settled(Delivered::Applied { .. }) => {
-                let delivered = Delivered::Applied { attempts: attempt };
-                self.record(&delivered);
-                return Ok(delivered);
-            }
-            Attempt::Settled(delivered) => {
-                self.record(&delivered);
-                return Ok(delivered);
-            }
-            Attempt::Failed(error) if attempt < self.inner.max_attempts => {
-                return Ok(Delivered::Retry {
-                    attempt,
-                    after: self.inner.backoff.delay(attempt),
+        key: hold::Key<'_>,
+        retry: Option<Retry>,
+    ) -> Result<Option<Delivered>, ConsumerError> {
+        let inner = &self.inner;
+        let now = inner.outbox.clock().now();
+        let parked = inner
+            .holds
+            .write(self.source(), key, async |held| {
+                let (attempts, next_attempt_at, error) = match &retry {
+                    None if !held => return Ok((None, false)),
+                    None => (0, now, None),
+                    Some(retry) => {
+                        let after = inner.backoff.delay(retry.attempts);
+                        (
+                            retry.attempts,
+                            now + chrono::TimeDelta::from_std(after)
+                                .unwrap_or(chrono::TimeDelta::MAX),
+                            Some(retry.error.as_str()),
+                        )
+                    }
+                };
+                parked::insert(
+                    &inner.db,
+                    &inner.outbox,
+                    NewParked {
+                        consumer: &inner.name,
+                        envelope,
+                        attempts,
+                        next_attempt_at,
+                        last_error: error,
+                    },
+                )
+                .await?;
+                Ok((Some(()), true))
+            })
+            .await
+            .map_err(|source| self.database(source))?;
+        if parked.is_none() {
+            return Ok(None);
+        }
+        inner.parked.notify_one();
+        let (label, reason) = match retry {
+            None => ("behind", ParkReason::Behind),
+            Some(Retry { attempts, error }) => (
+                "retrying",
+                ParkReason::Retrying {
+                    attempts,
+                    after: inner.backoff.delay(attempts),
                     error,
-                });
-            }
-            Attempt::Failed(error) => DeadLetterReason::HandlerFailed {
-                attempts: attempt,
-                error,
-            },
-            Attempt::DeadLetter(reason) => reason,
+                },
+            ),
         };
-        self.dead_letter(
-            StoredMessage::Envelope(Box::new(envelope.clone())),
-            Some(envelope.message_id),
-            Some(&envelope.event_type),
-            reason,
-        )
-        .await
+        let mut labels = inner.labels.clone();
+        labels.push(metrics::Label::new("reason", label));
+        metrics::counter!(metric::PARKED, labels).increment(1);
+        tracing::info!(
+            consumer = %inner.name,
+            message_id = %envelope.message_id,
+            aggregate_type = %envelope.aggregate_type,
+            aggregate_id = %envelope.aggregate_id,
+            ?reason,
+            "message parked"
+        );
+        Ok(Some(Delivered::Parked { reason }))
     }
 
     /// Settles a CloudEvents binary-mode message (broker headers and body): decodes it
     /// with [`cloudevents::from_binary`] — a message that cannot be decoded is
-    /// dead-lettered at once as `malformed`, with its raw headers and body — then
-    /// [`deliver`](Self::deliver)s it.
+    /// dead-lettered at once as `malformed`, with its headers and body bounded
+    /// ([`RawMessage`]) — then [`deliver`](Self::deliver)s it.
     ///
     /// The header pairs may be owned or borrowed strings, such as
     /// [`cloudevents::BinaryMessage::headers`] or what a broker client yields.
@@ -683,23 +878,23 @@ impl Consumer {
         match self.decode_binary(headers, body) {
             Ok(envelope) => self.deliver(&envelope).await,
             Err(error) => {
+                let aggregate = header(headers, cloudevents::header::AGGREGATE_TYPE)
+                    .zip(header(headers, cloudevents::header::SUBJECT))
+                    .and_then(|(t, id)| parkable(t, id));
                 let delivered = self
                     .dead_letter(
-                        StoredMessage::Binary {
-                            headers: headers
-                                .iter()
-                                .map(|(k, v)| (k.as_ref().to_owned(), v.as_ref().to_owned()))
-                                .collect(),
-                            body: String::from_utf8_lossy(body).into_owned(),
-                        },
+                        StoredMessage::Binary(RawMessage::capture(headers, body)),
                         header(headers, cloudevents::header::ID)
                             .and_then(|id| uuid::Uuid::parse_str(id).ok()),
-                        header(headers, cloudevents::header::TYPE),
+                        header(headers, cloudevents::header::TYPE)
+                            .filter(|t| t.len() <= MAX_KEY_CHARS),
+                        aggregate,
                         DeadLetterReason::Malformed {
                             error: error.to_string(),
                         },
                     )
                     .await?;
+                self.record(&delivered);
                 Ok(delivered)
             }
         }
@@ -719,68 +914,6 @@ impl Consumer {
         )
     }
 
-    /// Redelivers up to `limit` dead letters an operator requeued for this consumer: each
-    /// gets `max_attempts` attempts; applied (or already applied) → `resolved`, failed
-    /// again → back to `dead` with the new error.
-    ///
-    /// # Errors
-    /// The database's error reading or updating the dead-letter table.
-    pub async fn redeliver_requeued(&self, limit: u64) -> Result<RedeliveryReport, DbErr> {
-        let inner = &self.inner;
-        let letters = dead_letter::list(
-            &inner.db,
-            &inner.outbox,
-            Some(&inner.name),
-            Some(DeadLetterStatus::Requeued),
-            limit,
-        )
-        .await?;
-        let mut report = RedeliveryReport::default();
-        for letter in letters {
-            let envelope = match &letter.message {
-                StoredMessage::Envelope(envelope) => Ok(envelope.as_ref().clone()),
-                StoredMessage::Binary { headers, body } => self
-                    .decode_binary(headers, body.as_bytes())
-                    .map_err(|error| DeadLetterReason::Malformed {
-                        error: error.to_string(),
-                    }),
-            };
-            let outcome = match envelope {
-                Ok(envelope) => self.attempts(&envelope).await,
-                Err(reason) => Err(reason),
-            };
-            match outcome {
-                Ok(delivered) => {
-                    self.record(&delivered);
-                    dead_letter::transition(
-                        &inner.db,
-                        &inner.outbox,
-                        letter.id,
-                        DeadLetterStatus::Requeued,
-                        DeadLetterStatus::Resolved,
-                        None,
-                    )
-                    .await?;
-                    tracing::info!(consumer = %inner.name, dead_letter = letter.id, ?delivered, "requeued dead letter resolved");
-                    report.resolved += 1;
-                }
-                Err(reason) => {
-                    dead_letter::fail_again(
-                        &inner.db,
-                        &inner.outbox,
-                        letter.id,
-                        &reason.error(),
-                        reason.attempts(),
-                    )
-                    .await?;
-                    tracing::error!(consumer = %inner.name, dead_letter = letter.id, error = %reason.error(), "requeued dead letter failed again");
-                    report.failed += 1;
-                }
-            }
-        }
-        Ok(report)
-    }
-
     /// Deletes this database's inbox rows older than the configured retention, `batch`
     /// rows per statement, one instance at a time (cleanup lease). `None` when another
     /// instance holds the lease.
@@ -793,65 +926,54 @@ impl Consumer {
             .await
     }
 
-    /// Redelivers requeued dead letters ([`redeliver_requeued`](Self::redeliver_requeued),
-    /// up to 100 at a time) every `requeue_poll` (default 5 s, the first right away) until
-    /// `shutdown`. Every broker runner of `outbox-brokers` runs it beside its subscription,
-    /// as [`run_in_process`](Self::run_in_process) does; call it yourself when you feed
-    /// [`deliver`](Self::deliver) from a transport of your own. A failed round is logged and
-    /// tried again at the next tick.
-    pub async fn redeliver_requeued_until(&self, shutdown: CancellationToken) {
-        let mut requeue = tokio::time::interval(self.inner.requeue_poll);
-        requeue.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                _ = requeue.tick() => self.redeliver_requeued_round().await,
-            }
-        }
-    }
-
-    async fn redeliver_requeued_round(&self) {
-        match self.redeliver_requeued(100).await {
-            Ok(report) => {
-                tracing::debug!(consumer = %self.inner.name, ?report, "requeued dead letters redelivered")
-            }
-            Err(error) => {
-                tracing::warn!(consumer = %self.inner.name, %error, "redelivering requeued dead letters failed");
-            }
-        }
-    }
-
-    /// Consumes the [`InProcessBroker`](outbox_core::in_process::InProcessBroker)'s
-    /// messages (from [`subscribe`](outbox_core::in_process::InProcessBroker::subscribe))
-    /// until `shutdown`, and redelivers requeued dead letters every `requeue_poll`. For
-    /// tests and the embedded demo; the broker adapters have their own runners.
-    ///
-    /// # Errors
-    /// A [`ConsumerError`] when a message could not be settled (it is then lost to this
-    /// fake broker, which has no redelivery).
-    pub async fn run_in_process(
+    /// Dead-letters a parked message whose attempts are over (or that cannot be handled),
+    /// removing it from the parked messages in the same transaction.
+    async fn dead_letter_parked(
         &self,
-        mut messages: broadcast::Receiver<Envelope>,
-        shutdown: CancellationToken,
-    ) -> Result<(), ConsumerError> {
-        let mut requeue = tokio::time::interval(self.inner.requeue_poll);
-        requeue.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = shutdown.cancelled() => return Ok(()),
-                _ = requeue.tick() => self.redeliver_requeued_round().await,
-                message = messages.recv() => match message {
-                    Ok(envelope) => {
-                        self.deliver(&envelope).await?;
-                    }
-                    Err(broadcast::error::RecvError::Lagged(missed)) => {
-                        tracing::error!(consumer = %self.inner.name, missed, "in-process consumer lagged: messages missed");
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
-                },
-            }
-        }
+        parked: &ParkedMessage,
+        reason: DeadLetterReason,
+    ) -> Result<i64, DbErr> {
+        let inner = &self.inner;
+        let envelope = &parked.envelope;
+        let txn = inner.db.begin().await?;
+        let id = dead_letter::insert(
+            &txn,
+            &inner.outbox,
+            NewDeadLetter {
+                message_id: Some(envelope.message_id),
+                consumer: &inner.name,
+                event_type: Some(&envelope.event_type),
+                aggregate: Some((&parked.aggregate.0, &parked.aggregate.1)),
+                reason: reason.as_str(),
+                error: reason.error(),
+                attempts: reason.attempts(),
+                message: StoredMessage::Envelope(Box::new(envelope.clone())),
+            },
+        )
+        .await?;
+        parked::delete(&txn, &inner.outbox, parked.id).await?;
+        txn.commit().await?;
+        self.dead_lettered(
+            id,
+            Some(envelope.message_id),
+            Some(&envelope.event_type),
+            &reason,
+        );
+        Ok(id)
     }
+}
+
+/// A failed attempt that leads to parking.
+struct Retry {
+    attempts: u32,
+    error: String,
+}
+
+/// The aggregate of a message as a hold key, when it fits the key columns.
+fn parkable<'a>(aggregate_type: &'a str, aggregate_id: &'a str) -> Option<hold::Key<'a>> {
+    let fits = |text: &str| text.len() <= MAX_KEY_CHARS || text.chars().count() <= MAX_KEY_CHARS;
+    (fits(aggregate_type) && fits(aggregate_id) && !aggregate_id.is_empty())
+        .then_some((aggregate_type, aggregate_id))
 }
 
 fn header<'a, K: AsRef<str>, V: AsRef<str>>(headers: &'a [(K, V)], name: &str) -> Option<&'a str> {

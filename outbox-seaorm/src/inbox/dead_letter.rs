@@ -9,24 +9,43 @@
 //! | `message_id` | the message's id, `NULL` when it could not be read |
 //! | `consumer` | the consumer name |
 //! | `event_type` | the message's event type, `NULL` when it could not be read |
+//! | `aggregate_type`, `aggregate_id` | the message's aggregate, `NULL` when it could not be read: under [`DeadLetterPolicy::Block`](outbox_core::policy::DeadLetterPolicy::Block) a `dead` or `requeued` letter holds the later messages of its aggregate ([`super::parked`]) |
 //! | `reason` | `malformed`, `unsupported_version`, `unknown_event_type`, `handler_failed` |
-//! | `error` | the last error, as text |
+//! | `error` | the last error, as text (at most [`MAX_ERROR_CHARS`](crate::limits::MAX_ERROR_CHARS) characters) |
 //! | `attempts` | handler attempts made (0 when the message was never handled) |
-//! | `format` | `envelope` (`message` is the envelope's JSON) or `binary` (`message` is `{"headers": [[name, value], …], "body": "…"}`, the body as lossy UTF-8) |
+//! | `format` | `envelope` (`message` is the envelope's JSON) or `binary` (`message` is a [`RawMessage`]: the transport headers and body as received, bounded) |
 //! | `message` | the message, to requeue or inspect |
-//! | `status` | `dead`, `requeued` (an operator asked for a new attempt), `resolved` (a requeued message was applied or found a duplicate) |
+//! | `status` | `dead`, `requeued` (an operator asked for a new attempt), `resolved` (a requeued message was applied or found a duplicate), `skipped` (an operator gave it up, with a reason) |
 //! | `dead_at`, `requeued_at`, `requeued_by`, `resolved_at` | when and by whom |
+//! | `skipped_at`, `skipped_by`, `skip_reason` | when, by whom and why it was skipped |
 //!
-//! Operators list, show and requeue dead letters with [`Operations`](crate::ops::Operations)
-//! (`consumer_dead_letters`, `requeue_consumer_dead_letter`) or the CLI (`inbox dead …`);
-//! a running [`Consumer`](super::Consumer) redelivers requeued ones to its handlers.
+//! # Bounded
+//!
+//! A dead letter must always be writable, whatever came in. A message that could not be
+//! decoded is stored as a [`RawMessage`]: at most [`MAX_STORED_HEADERS`] headers of at most
+//! [`MAX_STORED_HEADER_BYTES`] each, and a body of at most [`MAX_STORED_BODY_BYTES`] (a
+//! larger body keeps its first [`MAX_STORED_BODY_BYTES`] bytes), always with the body's full
+//! size and SHA-256 digest, so that the original can be found and compared. A message over
+//! the payload or metadata limit is stored that way too. Such a cut message cannot be
+//! redelivered (requeueing it fails again, saying so): skip it once it is understood.
+//!
+//! Operators list, show, requeue and skip dead letters with
+//! [`Operations`](crate::ops::Operations) (`consumer_dead_letters`,
+//! `requeue_consumer_dead_letter`, `skip_consumer_dead_letter`) or the CLI
+//! (`outbox inbox-dead …`); a running [`Consumer`](super::Consumer) redelivers requeued ones to
+//! its handlers.
+//!
+//! [`MAX_STORED_HEADERS`]: crate::limits::MAX_STORED_HEADERS
+//! [`MAX_STORED_HEADER_BYTES`]: crate::limits::MAX_STORED_HEADER_BYTES
+//! [`MAX_STORED_BODY_BYTES`]: crate::limits::MAX_STORED_BODY_BYTES
 
 use chrono::{DateTime, Utc};
-use outbox_core::Envelope;
+use outbox_core::{Envelope, cloudevents};
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, QueryResult};
 use uuid::Uuid;
 
 use crate::config::Outbox;
+use crate::limits::{self, MAX_STORED_BODY_BYTES, MAX_STORED_HEADER_BYTES, MAX_STORED_HEADERS};
 use crate::relay::sql::{self, Sql, quote, quote_table};
 use crate::relay::tables::derived;
 use crate::table::TableName;
@@ -46,6 +65,8 @@ pub enum DeadLetterStatus {
     Requeued,
     /// A requeued message was handled (applied, or found already applied).
     Resolved,
+    /// An operator gave it up, with a reason: it no longer holds its aggregate.
+    Skipped,
 }
 
 impl DeadLetterStatus {
@@ -55,7 +76,15 @@ impl DeadLetterStatus {
             Self::Dead => "dead",
             Self::Requeued => "requeued",
             Self::Resolved => "resolved",
+            Self::Skipped => "skipped",
         }
+    }
+
+    /// Whether a letter in this state holds the later messages of its aggregate (under
+    /// [`DeadLetterPolicy::Block`](outbox_core::policy::DeadLetterPolicy::Block)): `dead` and
+    /// `requeued`.
+    pub const fn holds_aggregate(self) -> bool {
+        matches!(self, Self::Dead | Self::Requeued)
     }
 
     /// Parses a stored value.
@@ -64,6 +93,7 @@ impl DeadLetterStatus {
             "dead" => Some(Self::Dead),
             "requeued" => Some(Self::Requeued),
             "resolved" => Some(Self::Resolved),
+            "skipped" => Some(Self::Skipped),
             _ => None,
         }
     }
@@ -75,13 +105,82 @@ impl DeadLetterStatus {
 pub enum StoredMessage {
     /// A decoded envelope.
     Envelope(Box<Envelope>),
-    /// Transport headers and body that could not be decoded.
-    Binary {
-        /// Header names and values.
-        headers: Vec<(String, String)>,
-        /// The body, as lossy UTF-8.
-        body: String,
-    },
+    /// Transport headers and body that could not be decoded, bounded.
+    Binary(RawMessage),
+}
+
+/// The transport headers and body of a message that could not be decoded, as a dead letter
+/// stores them: bounded (see the [module documentation](self#bounded)), with the body's
+/// full size and SHA-256 digest.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub struct RawMessage {
+    /// Header names and values, in the order received (at most
+    /// [`MAX_STORED_HEADERS`](crate::limits::MAX_STORED_HEADERS), each name and value cut to
+    /// [`MAX_STORED_HEADER_BYTES`](crate::limits::MAX_STORED_HEADER_BYTES) with `…`).
+    pub headers: Vec<(String, String)>,
+    /// Headers received beyond those stored.
+    #[serde(default)]
+    pub headers_dropped: usize,
+    /// The body as lossy UTF-8; when the body was larger than
+    /// [`MAX_STORED_BODY_BYTES`](crate::limits::MAX_STORED_BODY_BYTES), its first bytes.
+    pub body: String,
+    /// The body's size as received, in bytes.
+    #[serde(default)]
+    pub body_bytes: u64,
+    /// The SHA-256 digest of the body as received, lowercase hex.
+    #[serde(default)]
+    pub body_sha256: String,
+    /// Whether anything was cut (the body, a header, or headers dropped): the message cannot
+    /// be redelivered as it was received.
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+impl RawMessage {
+    /// Captures `headers` and `body` for storage, bounded.
+    pub fn capture<K: AsRef<str>, V: AsRef<str>>(headers: &[(K, V)], body: &[u8]) -> Self {
+        use sha2::Digest as _;
+
+        let mut truncated = false;
+        let mut cut = |text: &str| {
+            if text.len() > MAX_STORED_HEADER_BYTES {
+                truncated = true;
+            }
+            limits::bytes(text, MAX_STORED_HEADER_BYTES)
+        };
+        let stored: Vec<(String, String)> = headers
+            .iter()
+            .take(MAX_STORED_HEADERS)
+            .map(|(name, value)| (cut(name.as_ref()), cut(value.as_ref())))
+            .collect();
+        let headers_dropped = headers.len().saturating_sub(MAX_STORED_HEADERS);
+        let kept = body.len().min(MAX_STORED_BODY_BYTES);
+        let text = String::from_utf8_lossy(body.get(..kept).unwrap_or(body)).into_owned();
+        let digest = sha2::Sha256::digest(body);
+        let mut body_sha256 = String::with_capacity(64);
+        for byte in digest.iter() {
+            use std::fmt::Write as _;
+            let _ = write!(body_sha256, "{byte:02x}");
+        }
+        Self {
+            headers: stored,
+            headers_dropped,
+            body: text,
+            body_bytes: u64::try_from(body.len()).unwrap_or(u64::MAX),
+            body_sha256,
+            truncated: truncated || headers_dropped > 0 || kept < body.len(),
+        }
+    }
+
+    /// An envelope that is over a limit, stored as its CloudEvents binary-mode form (or, if
+    /// even that cannot be built, its payload alone), bounded.
+    pub fn of_envelope(envelope: &Envelope) -> Self {
+        match cloudevents::to_binary(envelope) {
+            Ok(message) => Self::capture(&message.headers, &message.body),
+            Err(_) => Self::capture::<&str, &str>(&[], envelope.payload.as_bytes()),
+        }
+    }
 }
 
 /// One row of the consumer dead-letter table.
@@ -96,6 +195,8 @@ pub struct ConsumerDeadLetter {
     pub consumer: String,
     /// The event type, when it could be read.
     pub event_type: Option<String>,
+    /// The aggregate type and id, when they could be read.
+    pub aggregate: Option<(String, String)>,
     /// `malformed`, `unsupported_version`, `unknown_event_type` or `handler_failed`.
     pub reason: String,
     /// The last error.
@@ -114,6 +215,12 @@ pub struct ConsumerDeadLetter {
     pub requeued_by: Option<String>,
     /// When a requeued attempt succeeded.
     pub resolved_at: Option<DateTime<Utc>>,
+    /// When an operator skipped it.
+    pub skipped_at: Option<DateTime<Utc>>,
+    /// Who skipped it.
+    pub skipped_by: Option<String>,
+    /// Why.
+    pub skip_reason: Option<String>,
 }
 
 /// `CREATE TABLE IF NOT EXISTS` of the dead-letter table and its index.
@@ -149,13 +256,17 @@ pub(crate) fn statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
         "text"
     };
     let columns = format!(
-        "{} {id}, {} {uuid} NULL, {} {key} NOT NULL, {} {key} NULL, {} {key} NOT NULL, \
+        "{} {id}, {} {uuid} NULL, {} {key} NOT NULL, {} {key} NULL, {} {key} NULL, \
+         {} {key} NULL, {} {key} NOT NULL, \
          {} text NOT NULL, {} integer NOT NULL, {} {key} NOT NULL, {} {message} NOT NULL, \
-         {} {key} NOT NULL, {} {ts} NOT NULL, {} {ts} NULL, {} {key} NULL, {} {ts} NULL",
+         {} {key} NOT NULL, {} {ts} NOT NULL, {} {ts} NULL, {} {key} NULL, {} {ts} NULL, \
+         {} {ts} NULL, {} {key} NULL, {} text NULL",
         q("id"),
         q("message_id"),
         q("consumer"),
         q("event_type"),
+        q("aggregate_type"),
+        q("aggregate_id"),
         q("reason"),
         q("error"),
         q("attempts"),
@@ -166,6 +277,9 @@ pub(crate) fn statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
         q("requeued_at"),
         q("requeued_by"),
         q("resolved_at"),
+        q("skipped_at"),
+        q("skipped_by"),
+        q("skip_reason"),
     );
     let index = derived(&name, "consumer_idx").table().to_owned();
     if backend == DbBackend::MySql {
@@ -208,26 +322,26 @@ pub(crate) struct NewDeadLetter<'a> {
     pub(crate) message_id: Option<Uuid>,
     pub(crate) consumer: &'a str,
     pub(crate) event_type: Option<&'a str>,
+    pub(crate) aggregate: Option<(&'a str, &'a str)>,
     pub(crate) reason: &'static str,
     pub(crate) error: String,
     pub(crate) attempts: u32,
     pub(crate) message: StoredMessage,
 }
 
-fn truncate(value: &str, max: usize) -> String {
-    value.chars().take(max).collect()
+/// A key value as the `varchar(255)` columns take it.
+fn key(value: &str) -> String {
+    value.chars().take(255).collect()
 }
 
 fn encode_message(message: &StoredMessage) -> Result<(&'static str, String), DbErr> {
+    let json = |e: serde_json::Error| DbErr::Json(e.to_string());
     let encoded = match message {
         StoredMessage::Envelope(envelope) => (
             "envelope",
-            serde_json::to_string(envelope.as_ref()).map_err(|e| DbErr::Json(e.to_string()))?,
+            serde_json::to_string(envelope.as_ref()).map_err(json)?,
         ),
-        StoredMessage::Binary { headers, body } => (
-            "binary",
-            serde_json::json!({ "headers": headers, "body": body }).to_string(),
-        ),
+        StoredMessage::Binary(raw) => ("binary", serde_json::to_string(raw).map_err(json)?),
     };
     Ok(encoded)
 }
@@ -238,18 +352,9 @@ fn decode_message(format: &str, text: &str) -> Result<StoredMessage, DbErr> {
         "envelope" => Ok(StoredMessage::Envelope(Box::new(
             serde_json::from_str(text).map_err(bad)?,
         ))),
-        "binary" => {
-            #[derive(serde::Deserialize)]
-            struct Binary {
-                headers: Vec<(String, String)>,
-                body: String,
-            }
-            let binary: Binary = serde_json::from_str(text).map_err(bad)?;
-            Ok(StoredMessage::Binary {
-                headers: binary.headers,
-                body: binary.body,
-            })
-        }
+        "binary" => Ok(StoredMessage::Binary(
+            serde_json::from_str(text).map_err(bad)?,
+        )),
         other => Err(DbErr::Type(format!("unknown dead letter format `{other}`"))),
     }
 }
@@ -271,6 +376,8 @@ pub(crate) async fn insert<C: ConnectionTrait>(
         "message_id",
         "consumer",
         "event_type",
+        "aggregate_type",
+        "aggregate_id",
         "reason",
         "error",
         "attempts",
@@ -294,10 +401,18 @@ pub(crate) async fn insert<C: ConnectionTrait>(
     statement.push(", ");
     statement.bind(sql::text(letter.consumer)).push(", ");
     statement
-        .bind(sql::opt_text(letter.event_type.map(|t| truncate(t, 255))))
+        .bind(sql::opt_text(letter.event_type.map(key)))
+        .push(", ");
+    statement
+        .bind(sql::opt_text(letter.aggregate.map(|(t, _)| key(t))))
+        .push(", ");
+    statement
+        .bind(sql::opt_text(letter.aggregate.map(|(_, id)| key(id))))
         .push(", ");
     statement.bind(sql::text(letter.reason)).push(", ");
-    statement.bind(sql::text(letter.error)).push(", ");
+    statement
+        .bind(sql::text(limits::error_text(&letter.error)))
+        .push(", ");
     statement
         .bind(sea_orm::Value::Int(Some(
             i32::try_from(letter.attempts).unwrap_or(i32::MAX),
@@ -327,11 +442,13 @@ pub(crate) async fn insert<C: ConnectionTrait>(
     sql::read_i64(&row, "id")
 }
 
-const SELECT_COLUMNS: [&str; 14] = [
+const SELECT_COLUMNS: [&str; 19] = [
     "id",
     "message_id",
     "consumer",
     "event_type",
+    "aggregate_type",
+    "aggregate_id",
     "reason",
     "error",
     "attempts",
@@ -342,6 +459,9 @@ const SELECT_COLUMNS: [&str; 14] = [
     "requeued_at",
     "requeued_by",
     "resolved_at",
+    "skipped_at",
+    "skipped_by",
+    "skip_reason",
 ];
 
 fn select(backend: DbBackend, outbox: &Outbox) -> Sql {
@@ -372,6 +492,13 @@ fn read_row(row: &QueryResult) -> Result<ConsumerDeadLetter, DbErr> {
         message_id,
         consumer: row.try_get("", "consumer")?,
         event_type: row.try_get("", "event_type")?,
+        aggregate: match (
+            row.try_get::<Option<String>>("", "aggregate_type")?,
+            row.try_get::<Option<String>>("", "aggregate_id")?,
+        ) {
+            (Some(aggregate_type), Some(aggregate_id)) => Some((aggregate_type, aggregate_id)),
+            _ => None,
+        },
         reason: row.try_get("", "reason")?,
         error: row.try_get("", "error")?,
         attempts: u32::try_from(sql::read_i64(row, "attempts")?).unwrap_or(0),
@@ -383,6 +510,9 @@ fn read_row(row: &QueryResult) -> Result<ConsumerDeadLetter, DbErr> {
         requeued_at: sql::read_timestamp(row, "requeued_at")?,
         requeued_by: row.try_get("", "requeued_by")?,
         resolved_at: sql::read_timestamp(row, "resolved_at")?,
+        skipped_at: sql::read_timestamp(row, "skipped_at")?,
+        skipped_by: row.try_get("", "skipped_by")?,
+        skip_reason: row.try_get("", "skip_reason")?,
     })
 }
 
@@ -442,6 +572,13 @@ pub(crate) async fn find<C: ConnectionTrait>(
         .transpose()
 }
 
+/// Who moves a dead letter, and why (skips need a reason).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Actor<'a> {
+    pub(crate) name: Option<&'a str>,
+    pub(crate) reason: Option<&'a str>,
+}
+
 /// Moves a dead letter from `from` to `to`; returns whether it did.
 pub(crate) async fn transition<C: ConnectionTrait>(
     db: &C,
@@ -449,7 +586,7 @@ pub(crate) async fn transition<C: ConnectionTrait>(
     id: i64,
     from: DeadLetterStatus,
     to: DeadLetterStatus,
-    actor: Option<&str>,
+    actor: Actor<'_>,
 ) -> Result<bool, DbErr> {
     let backend = db.get_database_backend();
     let now = sql::timestamp(backend, outbox.clock().now());
@@ -471,7 +608,7 @@ pub(crate) async fn transition<C: ConnectionTrait>(
                 .push(", ")
                 .push(&quote(backend, "requeued_by"))
                 .push(" = ")
-                .bind(sql::opt_text(actor.map(|a| truncate(a, 255))));
+                .bind(sql::opt_text(actor.name.map(key)));
         }
         DeadLetterStatus::Resolved => {
             statement
@@ -479,6 +616,21 @@ pub(crate) async fn transition<C: ConnectionTrait>(
                 .push(&quote(backend, "resolved_at"))
                 .push(" = ")
                 .bind(now);
+        }
+        DeadLetterStatus::Skipped => {
+            statement
+                .push(", ")
+                .push(&quote(backend, "skipped_at"))
+                .push(" = ")
+                .bind(now)
+                .push(", ")
+                .push(&quote(backend, "skipped_by"))
+                .push(" = ")
+                .bind(sql::opt_text(actor.name.map(key)))
+                .push(", ")
+                .push(&quote(backend, "skip_reason"))
+                .push(" = ")
+                .bind(sql::opt_text(actor.reason.map(limits::error_text)));
         }
         DeadLetterStatus::Dead => {}
     }
@@ -512,7 +664,7 @@ pub(crate) async fn fail_again<C: ConnectionTrait>(
         .push(&format!(" SET {} = ", q("status")))
         .bind(sql::text(DeadLetterStatus::Dead.as_str()))
         .push(&format!(", {} = ", q("error")))
-        .bind(sql::text(error))
+        .bind(sql::text(limits::error_text(error)))
         .push(&format!(", {0} = {0} + ", q("attempts")))
         .bind(sea_orm::Value::Int(Some(
             i32::try_from(attempts).unwrap_or(i32::MAX),
@@ -523,4 +675,67 @@ pub(crate) async fn fail_again<C: ConnectionTrait>(
         .bind(sea_orm::Value::BigInt(Some(id)));
     db.execute_raw(statement.build()).await?;
     Ok(())
+}
+
+/// The aggregates that `consumer`'s `dead` or `requeued` letters hold (see
+/// [`DeadLetterStatus::holds_aggregate`]).
+pub(crate) async fn held_aggregates<C: ConnectionTrait>(
+    db: &C,
+    outbox: &Outbox,
+    consumer: &str,
+) -> Result<Vec<(String, String)>, DbErr> {
+    let backend = db.get_database_backend();
+    let q = |n: &str| quote(backend, n);
+    let mut statement = Sql::new(backend);
+    statement
+        .push(&format!(
+            "SELECT DISTINCT {} AS aggregate_type, {} AS aggregate_id FROM ",
+            q("aggregate_type"),
+            q("aggregate_id")
+        ))
+        .table(&table(outbox))
+        .push(&format!(" WHERE {} = ", q("consumer")))
+        .bind(sql::text(consumer))
+        .push(&format!(
+            " AND {} IN ('dead', 'requeued') AND {} IS NOT NULL AND {} IS NOT NULL",
+            q("status"),
+            q("aggregate_type"),
+            q("aggregate_id")
+        ));
+    db.query_all_raw(statement.build())
+        .await?
+        .iter()
+        .map(|row| {
+            Ok((
+                row.try_get("", "aggregate_type")?,
+                row.try_get("", "aggregate_id")?,
+            ))
+        })
+        .collect()
+}
+
+/// Whether a `dead` or `requeued` letter of `consumer` holds the aggregate.
+pub(crate) async fn holds<C: ConnectionTrait>(
+    db: &C,
+    outbox: &Outbox,
+    consumer: &str,
+    (aggregate_type, aggregate_id): (&str, &str),
+) -> Result<bool, DbErr> {
+    let backend = db.get_database_backend();
+    let q = |n: &str| quote(backend, n);
+    let mut statement = Sql::new(backend);
+    statement
+        .push("SELECT 1 AS held FROM ")
+        .table(&table(outbox))
+        .push(&format!(" WHERE {} = ", q("consumer")))
+        .bind(sql::text(consumer))
+        .push(&format!(" AND {} = ", q("aggregate_type")))
+        .bind(sql::text(key(aggregate_type)))
+        .push(&format!(" AND {} = ", q("aggregate_id")))
+        .bind(sql::text(key(aggregate_id)))
+        .push(&format!(
+            " AND {} IN ('dead', 'requeued') LIMIT 1",
+            q("status")
+        ));
+    Ok(db.query_one_raw(statement.build()).await?.is_some())
 }

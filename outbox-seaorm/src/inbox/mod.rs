@@ -60,6 +60,8 @@
 
 mod consumer;
 pub mod dead_letter;
+mod hold;
+pub mod parked;
 mod registration;
 mod row;
 
@@ -72,8 +74,8 @@ use sea_orm::{DatabaseConnection, DbErr};
 
 pub use consumer::{
     Consumer, ConsumerBuilder, ConsumerConfigError, ConsumerError, DEFAULT_INBOX_RETENTION,
-    DEFAULT_MAX_ATTEMPTS, DEFAULT_REDELIVERY_WINDOW, DEFAULT_REQUEUE_POLL, DeadLetterReason,
-    Delivered, RedeliveryReport, UnknownEvents, metric,
+    DEFAULT_INLINE_ATTEMPTS, DEFAULT_MAX_ATTEMPTS, DEFAULT_REDELIVERY_WINDOW, DEFAULT_REQUEUE_POLL,
+    DeadLetterReason, Delivered, ParkReason, ParkedReport, RedeliveryReport, UnknownEvents, metric,
 };
 pub use registration::HandlerRegistration;
 

@@ -206,6 +206,7 @@ impl<P: Publisher + 'static> FastPath<P> {
             &self.config,
             self.outbox.clock().now(),
             &*self.publisher,
+            None,
         )
         .await
         .into_iter()

@@ -147,6 +147,7 @@ pub mod fast_path;
 mod jobs;
 pub(crate) mod lease;
 mod listener;
+mod outage;
 mod pipeline;
 pub(crate) mod sql;
 pub(crate) mod store;
@@ -470,6 +471,7 @@ impl<P: Publisher + 'static> RelayBuilder<P> {
             last_purge: None,
             last_gauges: None,
             labels,
+            health: Arc::new(outage::PublishHealth::of::<P>()),
         })
     }
 }
@@ -509,6 +511,8 @@ pub struct Relay<P> {
     last_purge: Option<Instant>,
     last_gauges: Option<Instant>,
     labels: Vec<metrics::Label>,
+    /// What the relay logs while its broker fails ([`outage`]).
+    health: Arc<outage::PublishHealth>,
 }
 
 impl<P> std::fmt::Debug for Relay<P> {
@@ -587,6 +591,7 @@ impl<P: Publisher + 'static> Relay<P> {
     /// The operations API on the same database and outbox.
     pub fn operations(&self) -> Operations {
         Operations::new(self.db.clone(), self.outbox.clone())
+            .with_relay_policy(self.config.ordering, self.config.dead_letter_policy)
     }
 
     /// A fast path that publishes right after commit, sharing this relay's publisher and
@@ -946,7 +951,15 @@ impl<P: Publisher + 'static> Relay<P> {
 
     /// Publishes the rows that may go and decides the mark of every claimed row.
     async fn publish(&self, rows: &mut [ClaimedRow], held: &HashSet<i64>) -> Vec<Mark> {
-        decide(rows, held, &self.config, self.now(), &*self.publisher).await
+        decide(
+            rows,
+            held,
+            &self.config,
+            self.now(),
+            &*self.publisher,
+            Some(&self.health),
+        )
+        .await
     }
 
     async fn apply<C: ConnectionTrait>(
@@ -1139,13 +1152,15 @@ impl<P: Publisher + 'static> Relay<P> {
 }
 
 /// Decides what happens to each claimed row: publishes those that may go and reads the
-/// outcomes. Shared by the relay and the fast path.
+/// outcomes. Shared by the relay and the fast path; the relay's batches report to `health`
+/// (the fast path leaves failures to the relay and passes `None`).
 pub(crate) async fn decide<P: Publisher + ?Sized>(
     rows: &mut [ClaimedRow],
     held: &HashSet<i64>,
     config: &RelayConfig,
     now: DateTime<Utc>,
     publisher: &P,
+    health: Option<&outage::PublishHealth>,
 ) -> Vec<Mark> {
     let ordered = config.ordering == Ordering::PerAggregate;
     let block = config.dead_letter_policy == DeadLetterPolicy::Block;
@@ -1221,6 +1236,15 @@ pub(crate) async fn decide<P: Publisher + ?Sized>(
         };
     for (&index, envelope) in to_send.iter().zip(envelopes) {
         rows[index].envelope = Ok(envelope);
+    }
+    if let Some(health) = health {
+        let published = outcomes.iter().filter(|outcome| outcome.is_ok()).count();
+        let mut transient = outcomes
+            .iter()
+            .filter_map(|outcome| outcome.as_ref().err())
+            .filter(|error| !error.is_permanent());
+        let first = transient.next();
+        health.observe(published, first.map_or(0, |_| 1 + transient.count()), first);
     }
     let mut stopped: HashSet<(&str, &str)> = HashSet::new();
     for (&index, outcome) in to_send.iter().zip(outcomes) {

@@ -39,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use super::config::RelayConfig;
+use super::outage::PublishHealth;
 use super::store::{ClaimedRow, PastInFlight};
 use super::{BatchReport, LockedBatch, Mark, Relay, RelayError, RelayReport, decide};
 
@@ -47,12 +48,13 @@ use super::{BatchReport, LockedBatch, Mark, Relay, RelayError, RelayReport, deci
 async fn publish_owned<P: Publisher + 'static>(
     publisher: Arc<P>,
     config: RelayConfig,
+    health: Arc<PublishHealth>,
     now: DateTime<Utc>,
     mut rows: Vec<ClaimedRow>,
     held: HashSet<i64>,
 ) -> (Vec<ClaimedRow>, Vec<Mark>, Duration) {
     let started = Instant::now();
-    let marks = decide(&mut rows, &held, &config, now, &*publisher).await;
+    let marks = decide(&mut rows, &held, &config, now, &*publisher, Some(&health)).await;
     (rows, marks, started.elapsed())
 }
 
@@ -204,6 +206,7 @@ impl<P: Publisher + 'static> Relay<P> {
                 publish_owned(
                     Arc::clone(&this.publisher),
                     this.config.clone(),
+                    Arc::clone(&this.health),
                     this.now(),
                     std::mem::take(&mut flight.batch.rows),
                     held,

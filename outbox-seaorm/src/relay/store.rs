@@ -15,9 +15,6 @@ use crate::relay::sql::{self, Sql, quote, quote_table};
 use crate::relay::tables::RelayTables;
 use crate::schema::OutboxStatus;
 
-/// Longest `last_error` stored, in characters.
-pub(crate) const MAX_ERROR_CHARS: usize = 2_000;
-
 /// How [`Store::owned`] locks the lease rows it reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum LeaseLock {
@@ -252,14 +249,6 @@ fn standard_names(outbox: &Outbox) -> [(&'static str, &'static str); 22] {
     ]
 }
 
-/// Truncates an error message for `last_error`.
-pub(crate) fn truncate_error(message: &str) -> String {
-    match message.char_indices().nth(MAX_ERROR_CHARS) {
-        Some((cut, _)) => format!("{}…", &message[..cut]),
-        None => message.to_owned(),
-    }
-}
-
 impl Store {
     pub(crate) fn new(outbox: &Outbox, backend: DbBackend) -> Self {
         let select_list = if backend == DbBackend::Postgres {
@@ -326,6 +315,62 @@ impl Store {
         if per_worker_key {
             sql.push(&format!(" AND {alias}.{wk} = o.{wk}", wk = q(c.worker_key)));
         }
+    }
+
+    /// Appends a condition on the row `o` that is true when the claim holds it back: with
+    /// `ordered`, an earlier pending row of its aggregate is in backoff, or (with
+    /// [`DeadLetterPolicy::Block`]) an earlier row of its aggregate is dead or failed.
+    /// `1 = 0` when not `ordered` (nothing is held back then). On PostgreSQL each check sits
+    /// behind a check of the whole table that runs once, as in the claim.
+    pub(crate) fn held_back(
+        &self,
+        sql: &mut Sql,
+        now: DateTime<Utc>,
+        ordered: bool,
+        dead_letters: DeadLetterPolicy,
+    ) {
+        if !ordered {
+            sql.push("1 = 0");
+            return;
+        }
+        let c = self.outbox.columns();
+        let table = quote_table(self.backend, self.outbox.outbox_table());
+        let q = |name: &str| quote(self.backend, name);
+        let guarded = self.backend == DbBackend::Postgres;
+        sql.push("((");
+        if guarded {
+            sql.push(&format!(
+                "EXISTS (SELECT 1 FROM {table} r WHERE r.{} = 'pending' AND r.{} > 0 AND r.{} > ",
+                q(c.status),
+                q(c.attempts),
+                q(c.next_attempt_at)
+            ))
+            .bind(self.ts(now))
+            .push(") AND ");
+        }
+        sql.push(&format!("EXISTS (SELECT 1 FROM {table} b WHERE "));
+        self.same_aggregate_before(sql, "b", &[OutboxStatus::Pending], false);
+        sql.push(&format!(
+            " AND b.{} > 0 AND b.{} > ",
+            q(c.attempts),
+            q(c.next_attempt_at)
+        ))
+        .bind(self.ts(now))
+        .push("))");
+        if dead_letters == DeadLetterPolicy::Block {
+            sql.push(" OR (");
+            if guarded {
+                sql.push(&format!(
+                    "EXISTS (SELECT 1 FROM {table} h WHERE h.{} {}) AND ",
+                    q(c.status),
+                    status_condition(HOLDING)
+                ));
+            }
+            sql.push(&format!("EXISTS (SELECT 1 FROM {table} d WHERE "));
+            self.same_aggregate_before(sql, "d", HOLDING, false);
+            sql.push("))");
+        }
+        sql.push(")");
     }
 
     /// Claims up to `claim.limit` due pending rows in `seq` order.
@@ -690,7 +735,7 @@ impl Store {
         sql.push(&format!(", {} = ", q(c.attempts)))
             .bind(Value::Int(Some(attempts)))
             .push(&format!(", {} = ", q(c.last_error)))
-            .bind(sql::text(truncate_error(error)))
+            .bind(sql::text(crate::limits::error_text(error)))
             .push(&format!(
                 " WHERE {} = {seq} AND {} = 'pending'",
                 q(c.seq),
@@ -1307,10 +1352,6 @@ mod tests {
                 .select_list
                 .starts_with(r#"o."seq" AS "seq", o."message_id" AS "message_id""#)
         );
-        let long = "é".repeat(3_000);
-        let truncated = truncate_error(&long);
-        assert_eq!(truncated.chars().count(), MAX_ERROR_CHARS + 1);
-        assert_eq!(truncate_error("short"), "short");
     }
 
     #[test]
