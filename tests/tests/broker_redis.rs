@@ -723,3 +723,109 @@ async fn the_runner_redelivers_requeued_dead_letters() {
     db.close().await;
     fixture.close().await;
 }
+
+/// Issue 15 item 10 on a consumer database of `db`'s kind, through the Redis runner.
+async fn a_dead_letter_holds_its_aggregate(db: Option<TestDb>, test: &str) {
+    let Some(fixture) = Fixture::new(test).await else {
+        return;
+    };
+    let Some(db) = db else {
+        return;
+    };
+    let outbox = Outbox::default();
+    let publisher = fixture.publisher(fixture.connection.clone());
+    e2e_orders::a_dead_letter_holds_its_aggregate_across_a_crash(
+        db.conn(),
+        &outbox,
+        &publisher,
+        |consumer, shutdown| {
+            tokio::spawn(
+                fixture
+                    .runner(fixture.client.clone(), consumer)
+                    .run(shutdown),
+            )
+        },
+    )
+    .await;
+    db.close().await;
+    fixture.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_holds_its_aggregate_across_a_crash_postgres() {
+    let test = "a_dead_letter_holds_its_aggregate_across_a_crash_postgres";
+    a_dead_letter_holds_its_aggregate(TestDb::postgres(test).await, test).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_holds_its_aggregate_across_a_crash_mariadb() {
+    let test = "a_dead_letter_holds_its_aggregate_across_a_crash_mariadb";
+    a_dead_letter_holds_its_aggregate(TestDb::mariadb(test).await, test).await;
+}
+
+/// Issue 15 item 1 end to end: a 20 MiB message (a payload of 10 Mi `"` characters, escaped)
+/// reaches a MariaDB consumer through the Redis runner. It is over the payload limit and over
+/// MariaDB's `max_allowed_packet`: it is dead-lettered bounded and acknowledged, and the next
+/// message applies — no poison message stalls the stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_message_is_dead_lettered_and_the_next_one_applies() {
+    const TEST: &str = "an_oversized_message_is_dead_lettered_and_the_next_one_applies";
+    let Some(fixture) = Fixture::new(TEST).await else {
+        return;
+    };
+    let Some(db) = TestDb::mariadb(TEST).await else {
+        return;
+    };
+    let outbox = Outbox::default();
+    consumer_tables(db.conn(), &outbox).await;
+    let mut oversized = order(5, 0);
+    oversized.payload = serde_json::json!("\"".repeat(10 * 1024 * 1024)).into();
+    assert!(oversized.payload.len() > 20 * 1024 * 1024);
+    // A producer of another team, whose publisher allows large entries.
+    let publisher = RedisPublisher::builder(fixture.connection.clone())
+        .route(Route::context(fixture.prefix.clone()))
+        .max_message_bytes(64 * 1024 * 1024)
+        .build();
+    let outcomes = publisher
+        .publish(&[oversized.clone(), order(1, 0)])
+        .await
+        .unwrap();
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+
+    let runner = fixture.runner(
+        fixture.client.clone(),
+        inbox_consumer(db.conn(), &outbox, 2),
+    );
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(runner.run(shutdown.clone()));
+    assert!(
+        eventually(Duration::from_secs(30), async || applied(db.conn())
+            .await
+            .len()
+            == 1)
+        .await,
+        "the next message applies"
+    );
+    assert!(
+        eventually(Duration::from_secs(5), async || fixture.pending().await
+            == 0)
+        .await,
+        "both acknowledged"
+    );
+    shutdown.cancel();
+    let report = running.await.unwrap();
+    assert_eq!((report.acked, report.redelivered), (2, 0), "{report:?}");
+    let ops = outbox_seaorm::ops::Operations::new(db.conn().clone(), outbox.clone());
+    let letters = ops.consumer_dead_letters(None, None, 10).await.unwrap();
+    assert_eq!(letters.len(), 1);
+    assert_eq!(letters[0].message_id, Some(oversized.message_id));
+    assert_eq!(letters[0].reason, "malformed");
+    let outbox_seaorm::inbox::dead_letter::StoredMessage::Binary(raw) = &letters[0].message else {
+        panic!("stored as binary: {:?}", letters[0].message);
+    };
+    assert!(raw.truncated);
+    assert_eq!(raw.body_bytes, oversized.payload.len() as u64);
+    assert_eq!(applied(db.conn()).await[0].customer_id, "customer-001");
+    db.close().await;
+    fixture.close().await;
+}

@@ -54,6 +54,8 @@ backend_tests!(
     raised_events_commit_if_and_only_if_the_inbox_row_does,
     upcast_routes_old_and_new_versions_to_one_handler,
     purge_inbox_deletes_only_rows_past_retention,
+    a_retrying_message_holds_its_aggregate_and_skip_applies_past_a_dead_letter,
+    oversized_messages_are_dead_lettered_bounded,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -1469,4 +1471,183 @@ async fn end_to_end_relay_crash_yields_one_applied_one_duplicate() {
         .collect();
     assert_eq!(published, HashSet::from([order_id]));
     db.close().await;
+}
+
+/// A message waiting for its next attempt holds the later messages of its aggregate under
+/// either policy; under `DeadLetterPolicy::Skip` its dead letter then holds nothing: the
+/// aggregate goes on (with a gap), and the requeued message is applied late.
+async fn a_retrying_message_holds_its_aggregate_and_skip_applies_past_a_dead_letter(db: &TestDb) {
+    use outbox_core::policy::DeadLetterPolicy;
+    const CONSUMER: &str = "tests.flaky";
+
+    let outbox = Outbox::default();
+    setup(db, &outbox, &[("dune", 100)]).await;
+    let consumer = Consumer::builder(db.conn().clone(), outbox.clone(), CONSUMER)
+        .max_attempts(2)
+        .backoff(tiny_backoff())
+        .dead_letter_policy(DeadLetterPolicy::Skip)
+        .build()
+        .unwrap();
+    let first = order_placed("o-1", &[("dune", 1)]);
+    let second = order_placed("o-1", &[("dune", 2)]);
+    let other = order_placed("o-2", &[("dune", 4)]);
+    knob::fail_next(first.message_id, u32::MAX);
+    let Delivered::Parked {
+        reason: ParkReason::Retrying { attempts: 1, .. },
+    } = consumer.deliver(&first).await.unwrap()
+    else {
+        panic!("a failed message is parked for its next attempt");
+    };
+    assert_eq!(
+        consumer.deliver(&second).await.unwrap(),
+        Delivered::Parked {
+            reason: ParkReason::Behind
+        }
+    );
+    assert_eq!(
+        consumer.deliver(&other).await.unwrap(),
+        Delivered::Applied { attempts: 1 },
+        "another aggregate is not held"
+    );
+    assert_eq!(knob::calls(second.message_id), 0);
+    let ops = operations(db, &outbox);
+    assert_eq!(
+        ops.consumer_parked(Some(CONSUMER), 10).await.unwrap().len(),
+        2
+    );
+
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let report = consumer.redeliver_parked().await.unwrap();
+    assert_eq!((report.dead_lettered, report.applied), (1, 1), "{report:?}");
+    assert_eq!(knob::calls(first.message_id), 2);
+    assert_eq!(
+        stock(db, "dune").await,
+        (100, 6),
+        "o-1's second and o-2 applied"
+    );
+    assert!(ops.consumer_parked(None, 10).await.unwrap().is_empty());
+
+    // The requeued message is applied late: `Skip` gives up the order for a dead letter.
+    let letter = &ops
+        .consumer_dead_letters(Some(CONSUMER), None, 10)
+        .await
+        .unwrap()[0];
+    assert_eq!(
+        letter.aggregate,
+        Some(("order".to_owned(), "o-1".to_owned()))
+    );
+    knob::fail_next(first.message_id, 0);
+    assert!(
+        ops.requeue_consumer_dead_letter(letter.id, "alice")
+            .await
+            .unwrap()
+    );
+    assert_eq!(consumer.redeliver_requeued(10).await.unwrap().resolved, 1);
+    assert_eq!(stock(db, "dune").await, (100, 7));
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// A dead letter is always writable (issue 15, item 1): bodies of 10 and 20 MiB, a 10 MiB
+/// body of `"` (20 MiB once JSON-escaped), a 1 MiB header and 200 headers go over MariaDB's
+/// `max_allowed_packet` (16 MiB) if stored whole; they are dead-lettered as `malformed` with
+/// a bounded prefix, their full size and digest — and the next message applies. The same
+/// through `Consumer::deliver` with an envelope over the payload limit.
+async fn oversized_messages_are_dead_lettered_bounded(db: &TestDb) {
+    use outbox_seaorm::inbox::dead_letter::RawMessage;
+    use outbox_seaorm::limits::{MAX_STORED_BODY_BYTES, MAX_STORED_HEADERS};
+    const CONSUMER: &str = "tests.flaky";
+    const MIB: usize = 1024 * 1024;
+
+    let outbox = Outbox::default();
+    setup(db, &outbox, &[("dune", 100)]).await;
+    let consumer = Consumer::builder(db.conn().clone(), outbox.clone(), CONSUMER)
+        .build()
+        .unwrap();
+    let ops = operations(db, &outbox);
+    let stored = async |delivered: Delivered| -> (RawMessage, String) {
+        let Delivered::DeadLettered {
+            id,
+            reason: DeadLetterReason::Malformed { error },
+        } = delivered
+        else {
+            panic!("expected a malformed dead letter, got {delivered:?}");
+        };
+        let letter = ops.consumer_dead_letter(id).await.unwrap().unwrap();
+        let StoredMessage::Binary(raw) = letter.message else {
+            panic!("stored as binary: {:?}", letter.message);
+        };
+        (raw, error)
+    };
+    let good = order_placed("o-big", &[("dune", 1)]);
+    let binary = cloudevents::to_binary(&good).unwrap();
+    let headers: Vec<(String, String)> = binary
+        .headers
+        .iter()
+        .map(|(name, value)| (name.to_string(), value.clone()))
+        .collect();
+    let bodies = [
+        vec![b'x'; 10 * MIB],
+        vec![b'x'; 20 * MIB],
+        vec![b'"'; 10 * MIB],
+    ];
+    for body in &bodies {
+        let delivered = consumer.deliver_binary(&headers, body).await.unwrap();
+        let (raw, error) = stored(delivered).await;
+        assert!(error.contains("over the limit"), "{error}");
+        assert!(raw.truncated);
+        assert_eq!(raw.body_bytes, body.len() as u64);
+        assert_eq!(raw.body.len(), MAX_STORED_BODY_BYTES);
+        assert_eq!(raw.body_sha256, sha256_hex(body));
+        assert_eq!(raw.headers, headers);
+    }
+
+    // Headers over the metadata limit: one of 1 MiB, then 200 small ones.
+    let mut huge = headers.clone();
+    huge.push(("x-trace".to_owned(), "t".repeat(MIB)));
+    let (raw, error) = stored(consumer.deliver_binary(&huge, &binary.body).await.unwrap()).await;
+    assert!(error.contains("metadata"), "{error}");
+    assert!(raw.truncated);
+    assert!(
+        raw.headers.last().unwrap().1.len() < 2_000,
+        "the long value is cut"
+    );
+    let mut many = headers.clone();
+    many.extend((0..200).map(|n| (format!("x-h{n}"), "v".repeat(400))));
+    let (raw, _) = stored(consumer.deliver_binary(&many, &binary.body).await.unwrap()).await;
+    assert_eq!(raw.headers.len(), MAX_STORED_HEADERS);
+    assert_eq!(raw.headers_dropped, many.len() - MAX_STORED_HEADERS);
+
+    // An envelope over the payload limit, handed over directly.
+    let mut oversized = order_placed("o-env", &[("dune", 1)]);
+    oversized.payload =
+        serde_json::json!({ "order_id": "o-env", "padding": "p".repeat(10 * MIB) }).into();
+    let (raw, error) = stored(consumer.deliver(&oversized).await.unwrap()).await;
+    assert!(error.contains("over the limit"), "{error}");
+    assert!(raw.truncated);
+    assert_eq!(raw.body_bytes, oversized.payload.len() as u64);
+
+    // Nothing is stuck: the next message applies.
+    assert_eq!(
+        consumer
+            .deliver_binary(&headers, &binary.body)
+            .await
+            .unwrap(),
+        Delivered::Parked {
+            reason: ParkReason::Behind
+        },
+        "o-big waits behind its own dead letters (Block)"
+    );
+    let next = order_placed("o-next", &[("dune", 3)]);
+    assert_eq!(
+        consumer.deliver(&next).await.unwrap(),
+        Delivered::Applied { attempts: 1 }
+    );
+    assert_eq!(stock(db, "dune").await, (100, 3));
 }
