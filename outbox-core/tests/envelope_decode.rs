@@ -244,6 +244,89 @@ fn payload_limit_is_enforced_on_both_sides() {
     ));
 }
 
+/// One limit on every path that accepts an envelope (issue 15, item 3): `decode` on an
+/// envelope built elsewhere (a transport of the user's, `Consumer::deliver`) refuses what the
+/// wire path (`from_binary`, `decode_json`) refuses, before parsing anything.
+#[test]
+fn the_limits_apply_to_every_path_that_accepts_an_envelope() {
+    let mut envelope = Envelope::from_event(&placed()).unwrap();
+    let size = envelope.payload.len();
+    let tight = EnvelopeConfig::default().with_max_payload_bytes(size - 1);
+    let too_large = || DecodeError::PayloadTooLarge {
+        size,
+        limit: size - 1,
+    };
+    assert_eq!(tight.decode::<OrderPlacedV1>(&envelope), Err(too_large()));
+    let json = envelope.to_json_vec().unwrap();
+    assert!(matches!(
+        EnvelopeConfig::default()
+            .with_max_payload_bytes(json.len() - 1)
+            .decode_json(&json),
+        Err(DecodeError::PayloadTooLarge { .. })
+    ));
+    let wire = outbox_core::cloudevents::to_binary(&envelope).unwrap();
+    assert_eq!(
+        outbox_core::cloudevents::from_binary(
+            wire.headers.iter().map(|(k, v)| (k.as_ref(), v.as_str())),
+            &wire.body,
+            &tight
+        ),
+        Err(outbox_core::cloudevents::CloudEventsError::Decode(
+            too_large()
+        ))
+    );
+    assert_eq!(
+        EnvelopeConfig::default()
+            .decode::<OrderPlacedV1>(&envelope)
+            .unwrap(),
+        placed()
+    );
+
+    // A payload over the default limit, built without `encode` (a field is public).
+    envelope.payload = json!({ "order_id": 1, "lines": [], "pad": "x".repeat(300 * 1024) }).into();
+    assert!(matches!(
+        envelope.decode::<OrderPlacedV1>(),
+        Err(DecodeError::PayloadTooLarge { limit: 262_144, .. })
+    ));
+
+    // Metadata: headers and text fields from outside are bounded too.
+    let mut envelope = Envelope::from_event(&placed()).unwrap();
+    envelope
+        .headers
+        .insert("x-big".into(), "v".repeat(70 * 1024));
+    let size = envelope.metadata_len();
+    assert!(size > 70 * 1024);
+    assert_eq!(
+        EnvelopeConfig::default().decode::<OrderPlacedV1>(&envelope),
+        Err(DecodeError::MetadataTooLarge {
+            size,
+            limit: 64 * 1024
+        })
+    );
+    assert_eq!(
+        EnvelopeConfig::default().max_metadata_bytes(),
+        64 * 1024,
+        "documented default"
+    );
+    let wide = EnvelopeConfig::default().with_max_metadata_bytes(1024 * 1024);
+    assert_eq!(wide.decode::<OrderPlacedV1>(&envelope).unwrap(), placed());
+    let wire = outbox_core::cloudevents::to_binary(&envelope).unwrap();
+    let from_wire = |config: &EnvelopeConfig| {
+        outbox_core::cloudevents::from_binary(
+            wire.headers.iter().map(|(k, v)| (k.as_ref(), v.as_str())),
+            &wire.body,
+            config,
+        )
+    };
+    assert!(matches!(
+        from_wire(&EnvelopeConfig::default()),
+        Err(outbox_core::cloudevents::CloudEventsError::Decode(
+            DecodeError::MetadataTooLarge { .. }
+        ))
+    ));
+    assert_eq!(from_wire(&wide).unwrap(), envelope);
+}
+
 #[test]
 fn serialization_failure_is_typed() {
     let broken = BrokenV1 {
