@@ -12,7 +12,9 @@
 //! What the tokens cannot tell (the first argument is a `UnitOfWork`, the contract an
 //! `IntegrationEvent`, the mapper fits the unit of work's events, an older contract converts
 //! with `From`) is left to the compiler: the generated code names the user's types and
-//! expressions with their own spans, so its errors point at them.
+//! expressions with their own spans, so its errors point at them, one error per mistake (the
+//! unit-of-work check is written once, and a failure of it leaves an error type behind that
+//! rustc does not report again; see [`event_type`]).
 //!
 //! Generated code names everything by absolute path (`::outbox_seaorm::...`, `::core::...`);
 //! it reaches `outbox_core` through `outbox_seaorm`'s re-export (`::outbox_seaorm::core`), so a
@@ -195,20 +197,16 @@ fn generate(function: &ItemFn, args: &HandlerArgs, handler: &Handler<'_>) -> Tok
     let (contract, error) = (handler.contract, handler.error);
 
     // Where rustc reports what the tokens cannot tell. The contract and the error type are the
-    // user's own tokens. Everything that names `Self::Event` is spanned on the unit of work's
-    // type: when it is not a `UnitOfWork`, the unmet `UnitOfWorkArg` bound is reported there
-    // (rustc merges identical diagnostics), and so is an event type that does not derive
-    // `DomainEvent` without a `mapper`. `handle` is spanned on the function's name, where a
-    // future that is not `Send` is reported ("future returned by `reserve_stock` is not
+    // user's own tokens. Whether the first argument is a unit of work is checked once, by
+    // `event_type`, on the argument's type; when it is not, the handler's `Self::Event` is an
+    // error type and nothing else is reported about it. Everything that names `Self::Event` is
+    // spanned on the unit of work's type, where an event type that does not derive
+    // `DomainEvent` without a `mapper` is reported. `handle` is spanned on the function's name,
+    // where a future that is not `Send` is reported ("future returned by `reserve_stock` is not
     // `Send`"). Each `upcast` is spanned on its older contract, where a missing `From` impl is
     // reported.
     let uow = range(handler.uow);
-    let event = {
-        let before = uow.at_first(quote!(type Event = <));
-        let after = uow.at_last(quote!(as ::outbox_seaorm::inbox::UnitOfWorkArg>::Event;));
-        let ty = handler.uow;
-        quote!(#before #ty #after)
-    };
+    let event = event_type(handler, uow);
     let mapper = mapper_fn(args, uow);
     let handle = handle_fn(ident, handler, uow);
     let upcasts = args.upcast.iter().map(|upcast| {
@@ -248,6 +246,35 @@ fn generate(function: &ItemFn, args: &HandlerArgs, handler: &Handler<'_>) -> Tok
             #(#upcasts)*
         };
     }
+}
+
+/// `type Event`: the domain events of the first argument's unit of work `U`, read through
+/// `UnitOfWorkArg` (so that a type alias of `UnitOfWork<E>` works), such that a `U` that is not
+/// a unit of work gives one error.
+///
+/// Projected straight as `<U as UnitOfWorkArg>::Event`, the unmet bound was reported again
+/// wherever `Self::Event` is used (the mapper, the signature of `handle`, and the trait's own
+/// checks of that signature, in `outbox_seaorm`'s source), and the call of the function added a
+/// mismatched-types error. Instead, `U: UnitOfWorkArg` is required once, in the constant
+/// argument of `__private::HandlerEvent` (see there): when it fails, that constant, and with it
+/// `Self::Event`, is an error, which rustc reports no further. The checked type is
+/// `__private::Argument<U>` spanned from the argument's `&` to its last token, so that the error
+/// points at the whole argument (`&sea_orm::DatabaseConnection`), as its message spells it.
+fn event_type(handler: &Handler<'_>, uow: Range) -> TokenStream {
+    let ty = handler.uow;
+    let argument = range(handler.uow_argument);
+    let open = argument.at_first(quote! {
+        ::outbox_seaorm::__private::check::<<::outbox_seaorm::__private::Argument<
+    });
+    let close = argument.at_last(quote! {
+        > as ::outbox_seaorm::inbox::UnitOfWorkArg>::Event>()
+    });
+    let check = quote!(#open #ty #close);
+    let before = uow.at_first(quote!(type Event = <));
+    let after = uow.at_last(quote!(
+        as ::outbox_seaorm::__private::HandlerEvent<{ #check }>>::Event;
+    ));
+    quote!(#before #ty #after)
 }
 
 /// `fn mapper()`: `mapper = …` converted with `Into` (spanned on the expression: a mapper of

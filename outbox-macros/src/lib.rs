@@ -130,7 +130,7 @@ pub fn derive_domain_event(input: TokenStream) -> TokenStream {
 /// and an `inventory` registration (`HandlerRegistration`) for the contract and for each
 /// `upcast`. Every mistake in the signature or the attribute is reported on its tokens, all at
 /// once; type mismatches (a contract that is not an `IntegrationEvent`, a first argument that is
-/// not a unit of work) point at the user's types.
+/// not a unit of work) point at the user's types, one error each.
 #[proc_macro_attribute]
 pub fn inbox_handler(args: TokenStream, item: TokenStream) -> TokenStream {
     inbox_handler::attribute(args.into(), item.into()).into()

@@ -24,6 +24,8 @@ pub(crate) const EXPECTED: &str = "`async fn(uow: &UnitOfWork<E>, event: Contrac
 /// The parts of a valid handler signature the generated code needs.
 #[derive(Debug)]
 pub(crate) struct Handler<'a> {
+    /// The first argument's type, the reference (`&'a UnitOfWork<E>`).
+    pub(crate) uow_argument: &'a Type,
     /// The unit of work type behind the first argument's reference (`UnitOfWork<E>`).
     pub(crate) uow: &'a Type,
     /// The contract type (the second argument).
@@ -96,8 +98,9 @@ pub(crate) fn check<'a>(sig: &'a Signature, errors: &mut Errors) -> Option<Handl
     if !usable {
         return None;
     }
-    let (uow, contract, envelope) = args?;
+    let (uow_argument, uow, contract, envelope) = args?;
     Some(Handler {
+        uow_argument,
         uow,
         contract,
         envelope,
@@ -154,9 +157,12 @@ fn check_receiver_and_variadic(sig: &Signature, errors: &mut Errors) -> bool {
     usable
 }
 
-/// The unit-of-work referent, the contract and whether the envelope is taken, after checking
-/// the arity and which arguments are references.
-fn arguments<'a>(sig: &'a Signature, errors: &mut Errors) -> Option<(&'a Type, &'a Type, bool)> {
+/// The first argument's type, its unit-of-work referent, the contract and whether the envelope
+/// is taken, after checking the arity and which arguments are references.
+fn arguments<'a>(
+    sig: &'a Signature,
+    errors: &mut Errors,
+) -> Option<(&'a Type, &'a Type, &'a Type, bool)> {
     if sig
         .inputs
         .iter()
@@ -265,7 +271,7 @@ fn arguments<'a>(sig: &'a Signature, errors: &mut Errors) -> Option<(&'a Type, &
     }
     usable &= check_concrete(contract, "the contract", errors);
     match uow_ref {
-        Some(reference) if usable => Some((&*reference.elem, contract, envelope.is_some())),
+        Some(reference) if usable => Some((uow, &*reference.elem, contract, envelope.is_some())),
         _ => None,
     }
 }

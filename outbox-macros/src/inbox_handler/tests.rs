@@ -136,6 +136,28 @@ fn accepted_signatures() {
     }
 }
 
+/// Whether the first argument is a unit of work is required in one place (`event_type`): a
+/// second `UnitOfWorkArg` bound or projection would report a wrong first argument twice.
+#[test]
+fn unit_of_work_checked_once() {
+    for item in [
+        quote!(
+            async fn a(uow: &UnitOfWork<Ev>, event: V1) -> Result<(), E> {
+                Ok(())
+            }
+        ),
+        quote!(
+            async fn a<'u>(uow: &'u InventoryUow, event: V1, _: &'u Envelope) -> Result<(), E> {
+                Ok(())
+            }
+        ),
+    ] {
+        let expanded = assert_ok(quote!(consumer = "a.b", mapper = &M), item);
+        assert_eq!(expanded.matches("UnitOfWorkArg").count(), 1, "{expanded}");
+        assert_eq!(expanded.matches("HandlerEvent").count(), 1, "{expanded}");
+    }
+}
+
 #[test]
 fn not_async() {
     assert_messages(

@@ -14,7 +14,15 @@ const _: () = {
         type Contract = OrderPlacedV1;
         type Event = <UnitOfWork<
             InventoryEvent,
-        > as ::outbox_seaorm::inbox::UnitOfWorkArg>::Event;
+        > as ::outbox_seaorm::__private::HandlerEvent<
+            {
+                ::outbox_seaorm::__private::check::<
+                    <::outbox_seaorm::__private::Argument<
+                        UnitOfWork<InventoryEvent>,
+                    > as ::outbox_seaorm::inbox::UnitOfWorkArg>::Event,
+                >()
+            },
+        >>::Event;
         type Error = StockError;
         const CONSUMER: &'static str = "inventory.reserve-stock";
         const HANDLER: &'static str = ::core::concat!(

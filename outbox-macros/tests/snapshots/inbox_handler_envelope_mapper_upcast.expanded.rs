@@ -13,7 +13,15 @@ const _: () = {
         type Contract = OrderPlacedV2;
         type Event = <outbox_seaorm::UnitOfWork<
             InventoryEvent,
-        > as ::outbox_seaorm::inbox::UnitOfWorkArg>::Event;
+        > as ::outbox_seaorm::__private::HandlerEvent<
+            {
+                ::outbox_seaorm::__private::check::<
+                    <::outbox_seaorm::__private::Argument<
+                        outbox_seaorm::UnitOfWork<InventoryEvent>,
+                    > as ::outbox_seaorm::inbox::UnitOfWorkArg>::Event,
+                >()
+            },
+        >>::Event;
         type Error = anyhow::Error;
         const CONSUMER: &'static str = "inventory.reserve-stock";
         const HANDLER: &'static str = ::core::concat!(

@@ -17,4 +17,7 @@ async fn reserve_stock(
     Ok(())
 }
 
-fn main() {}
+fn main() {
+    let _ = reserve_stock;
+    let _ = outbox_seaorm::inbox::apply::<reserve_stock>;
+}
