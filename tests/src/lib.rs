@@ -1,19 +1,30 @@
 //! Shared support for the cross-crate integration tests.
 //!
 //! Service-backed tests call [`service`] first. When the service is unreachable the test
-//! skips with a loud message on stderr, unless `OUTBOX_REQUIRE_SERVICES=1` is set (as
-//! `.ci/run` does): then it fails.
+//! **fails**, with one line saying what is missing and the command that provides it
+//! (`bash scripts/test` starts every service and installs tansu): a test that did not run
+//! never counts as passed. To skip such tests on purpose (a machine without some service),
+//! set `OUTBOX_ALLOW_MISSING_SERVICES=1`; they then return early with a loud message on
+//! stderr. `OUTBOX_REQUIRE_SERVICES=1` (CI) makes them fail whatever else is set.
 
 pub mod bookstore;
 pub mod db;
 pub mod proxy;
+pub mod readme;
 pub mod tansu;
 
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-/// Environment variable that turns an unreachable service into a test failure.
+/// Environment variable that makes an unreachable service a test failure even when
+/// [`ALLOW_MISSING_SERVICES`] is set (CI sets it).
 pub const REQUIRE_SERVICES: &str = "OUTBOX_REQUIRE_SERVICES";
+
+/// Environment variable that lets the tests of an unreachable service skip instead of fail.
+pub const ALLOW_MISSING_SERVICES: &str = "OUTBOX_ALLOW_MISSING_SERVICES";
+
+/// What to run when a service is missing.
+pub const PROVISION_COMMAND: &str = "bash scripts/test";
 
 /// A service a test may need, with its default loopback address and URL variable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,9 +92,30 @@ impl Service {
     }
 }
 
-/// Whether unreachable services fail tests (`OUTBOX_REQUIRE_SERVICES=1`).
+fn flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+}
+
+/// Whether unreachable services fail tests: always, unless
+/// `OUTBOX_ALLOW_MISSING_SERVICES=1` (and not `OUTBOX_REQUIRE_SERVICES=1`).
 pub fn services_required() -> bool {
-    std::env::var(REQUIRE_SERVICES).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
+    required(flag(REQUIRE_SERVICES), flag(ALLOW_MISSING_SERVICES))
+}
+
+fn required(require: bool, allow_missing: bool) -> bool {
+    require || !allow_missing
+}
+
+/// Fails (when services are required) or skips loudly: a test that needs what `message`
+/// says is missing.
+pub(crate) fn missing(message: &str, required: bool) {
+    if required {
+        panic!(
+            "{message}: start it, or run `{PROVISION_COMMAND}` (starts every service, installs \
+             tansu, runs the suite); {ALLOW_MISSING_SERVICES}=1 skips such tests instead"
+        );
+    }
+    eprintln!("\n!!!!!!!! SKIPPED ({ALLOW_MISSING_SERVICES}=1): {message}. !!!!!!!!\n");
 }
 
 /// Returns the service's URL when its port answers. Otherwise skips (returns `None` after a
@@ -105,12 +137,7 @@ fn probe(service: Service, url: String, required: bool, test: &str) -> Option<St
                 "{} is unreachable at {addr} ({error}); test `{test}` needs it",
                 service.name()
             );
-            if required {
-                panic!("{message} and {REQUIRE_SERVICES}=1 is set");
-            }
-            eprintln!(
-                "\n!!!!!!!! SKIPPED: {message}. Set {REQUIRE_SERVICES}=1 to make this a failure. !!!!!!!!\n"
-            );
+            missing(&message, required);
             None
         }
     }
@@ -154,7 +181,20 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "OUTBOX_REQUIRE_SERVICES=1 is set")]
+    fn services_are_required_unless_missing_ones_are_allowed() {
+        assert!(
+            required(false, false),
+            "the default: a missing service fails"
+        );
+        assert!(
+            !required(false, true),
+            "OUTBOX_ALLOW_MISSING_SERVICES=1 skips"
+        );
+        assert!(required(true, true), "OUTBOX_REQUIRE_SERVICES=1 wins");
+    }
+
+    #[test]
+    #[should_panic(expected = "Redis is unreachable at 127.0.0.1:9")]
     fn unreachable_service_fails_when_required() {
         let url = "redis://127.0.0.1:9".to_owned();
         probe(Service::Redis, url, true, "probe");

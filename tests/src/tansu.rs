@@ -9,9 +9,9 @@
 //!   the ones librdkafka opens after reading the metadata) goes through the proxy, and
 //!   [`Proxy::cut`] makes the broker unavailable. Stopped when dropped.
 //!
-//! When `tansu` is not on `PATH` (or at `$OUTBOX_TANSU`), the test skips with a loud message,
-//! or fails when `OUTBOX_REQUIRE_SERVICES=1` (see [`service`](crate::service)); `.ci/run`
-//! installs it.
+//! When `tansu` is not on `PATH` (or at `$OUTBOX_TANSU`), the test fails saying so, or skips
+//! with a loud message when `OUTBOX_ALLOW_MISSING_SERVICES=1` (see
+//! [`service`](crate::service)); `scripts/test` installs it.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
 
 use crate::proxy::Proxy;
-use crate::{REQUIRE_SERVICES, services_required};
+use crate::services_required;
 
 /// Environment variable naming the `tansu` binary (default: `tansu` on `PATH`, then
 /// `~/.cargo/bin/tansu`).
@@ -84,12 +84,7 @@ fn binary_or_skip(test: &str) -> Option<PathBuf> {
          `tansu` on PATH or in ~/.cargo/bin); test `{test}` needs it. Install it with \
          `cargo install tansu --locked --no-default-features --features dynostore`"
     );
-    if services_required() {
-        panic!("{message} and {REQUIRE_SERVICES}=1 is set");
-    }
-    eprintln!(
-        "\n!!!!!!!! SKIPPED: {message}. Set {REQUIRE_SERVICES}=1 to make this a failure. !!!!!!!!\n"
-    );
+    crate::missing(&message, services_required());
     None
 }
 

@@ -926,3 +926,119 @@ async fn derived_and_shared_mappers(db: &TestDb) {
         .collect();
     assert_eq!(numbers, [1, 101]);
 }
+
+/// Per-aggregate order under late commits (issue 15, item 6). Publication follows the order
+/// in which rows become visible: a unit of work that wrote its rows first (lower `seq`) but
+/// commits second is published second. Serialising the aggregate's writes — each unit of
+/// work locks the aggregate's row (`SELECT … FOR UPDATE`) before it writes — makes that order
+/// the `seq` order: the second waits for the first to commit.
+async fn late_commits_and_serialised_aggregates(db: &TestDb) {
+    use outbox_core::in_process::InProcessBroker;
+    use outbox_seaorm::relay::Relay;
+    use outbox_tests::bookstore::orders as order_rows;
+    use sea_orm::QuerySelect as _;
+
+    let outbox = Outbox::default();
+    setup(db, &outbox).await;
+    let order_id = checkout(db.conn(), &outbox, "checkout-late").await.unwrap();
+    let broker = InProcessBroker::new();
+    let mut relay = Relay::builder(db.conn().clone(), outbox.clone(), broker.clone())
+        .build()
+        .unwrap();
+    relay.drain().await.unwrap();
+    let noted = |broker: &InProcessBroker| -> Vec<i64> {
+        broker
+            .published()
+            .iter()
+            .filter(|e| e.event_type == OrderNotedV2::EVENT_TYPE)
+            .map(|e| e.payload.to_value().unwrap()["n"].as_i64().unwrap())
+            .collect()
+    };
+    let note = |n: u32| OrderingEvent::Noted {
+        order_id: order_id.clone(),
+        n,
+    };
+
+    // Not serialised: A writes its rows (in the transaction around its unit of work), B
+    // writes and commits, then A commits.
+    let a = db.conn().begin().await.unwrap();
+    let uow = outbox.begin(&a, &OrderingContracts).await.unwrap();
+    uow.raise(note(1));
+    uow.commit().await.unwrap();
+    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+    uow.raise(note(2));
+    uow.commit().await.unwrap();
+    relay.drain().await.unwrap();
+    a.commit().await.unwrap();
+    relay.drain().await.unwrap();
+    assert_eq!(noted(&broker), [2, 1], "in the order they became visible");
+    let rows = OutboxRecord::list(db.conn(), &outbox, 100).await.unwrap();
+    let seq_of = |n: i64| {
+        rows.iter()
+            .find(|r| r.envelope.payload.to_value().unwrap()["n"] == n)
+            .map(|r| r.seq)
+            .unwrap()
+    };
+    assert!(seq_of(1) < seq_of(2), "though 1 has the lower seq");
+
+    // Serialised: both lock the order's row first.
+    let lock = async |conn: &UnitOfWork<OrderingEvent>| {
+        order_rows::Entity::find_by_id(order_id.clone())
+            .lock_exclusive()
+            .one(conn)
+            .await
+            .unwrap()
+            .unwrap()
+    };
+    let a = db.conn().begin().await.unwrap();
+    let uow = outbox.begin(&a, &OrderingContracts).await.unwrap();
+    lock(&uow).await;
+    uow.raise(note(3));
+    uow.commit().await.unwrap();
+    let (conn, config, second) = (db.conn().clone(), outbox.clone(), note(4));
+    let b = tokio::spawn(async move {
+        let uow = config.begin(&conn, &OrderingContracts).await.unwrap();
+        order_rows::Entity::find_by_id(order_id_of(&second))
+            .lock_exclusive()
+            .one(&uow)
+            .await
+            .unwrap()
+            .unwrap();
+        uow.raise(second);
+        uow.commit().await.unwrap();
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!b.is_finished(), "B waits for A's lock");
+    relay.drain().await.unwrap();
+    a.commit().await.unwrap();
+    b.await.unwrap();
+    relay.drain().await.unwrap();
+    assert_eq!(noted(&broker), [2, 1, 3, 4], "3 and 4 in seq order");
+}
+
+fn order_id_of(event: &OrderingEvent) -> String {
+    match event {
+        OrderingEvent::Noted { order_id, .. } => order_id.clone(),
+        _ => unreachable!("a note"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_commits_and_serialised_aggregates_postgres() {
+    outbox_tests::db::run_scenario(
+        Backend::Postgres,
+        "late_commits_and_serialised_aggregates_postgres",
+        late_commits_and_serialised_aggregates,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_commits_and_serialised_aggregates_mariadb() {
+    outbox_tests::db::run_scenario(
+        Backend::MariaDb,
+        "late_commits_and_serialised_aggregates_mariadb",
+        late_commits_and_serialised_aggregates,
+    )
+    .await;
+}

@@ -3,8 +3,8 @@
 //! all six; with `--database mysql://…` all but 5; with `--broker nats` the same facts come
 //! through NATS JetStream. Exit codes and the key lines are asserted.
 //!
-//! Service-backed runs skip with a loud message when the service is unreachable, and fail
-//! instead when `OUTBOX_REQUIRE_SERVICES=1`.
+//! Service-backed runs fail when the service is unreachable, saying what is missing; with
+//! `OUTBOX_ALLOW_MISSING_SERVICES=1` they skip with a loud message instead.
 
 use std::process::{Command, Output};
 

@@ -2,8 +2,8 @@
 //! SQLite (a temporary folder), PostgreSQL and MariaDB; 5 on PostgreSQL; 6 on PostgreSQL
 //! and MariaDB; 5 and 6 skipped (not failed) on SQLite.
 //!
-//! PostgreSQL and MariaDB tests skip with a loud message when the server is unreachable,
-//! and fail instead when `OUTBOX_REQUIRE_SERVICES=1`.
+//! PostgreSQL and MariaDB tests fail when the server is unreachable, saying what is
+//! missing; with `OUTBOX_ALLOW_MISSING_SERVICES=1` they skip with a loud message instead.
 
 use std::path::Path;
 

@@ -5,7 +5,7 @@ use outbox_core::mapping::DerivedMapping;
 use outbox_seaorm::{Outbox, UnitOfWork, UnitOfWorkError};
 use sea_orm::{
     ActiveModelTrait as _, ColumnTrait as _, ConnectionTrait, DatabaseConnection, DbErr,
-    EntityTrait as _, PaginatorTrait as _, QueryFilter as _, Schema, Set,
+    EntityTrait as _, PaginatorTrait as _, QueryFilter as _, QuerySelect as _, Schema, Set,
 };
 use uuid::Uuid;
 
@@ -132,9 +132,19 @@ pub async fn place_order(
         .map_err(PlaceOrderError::from_unit_of_work)
 }
 
-/// Loads an order with its lines.
+/// Loads an order with its lines, locking the order's row (`SELECT … FOR UPDATE` on
+/// PostgreSQL and MariaDB; SQLite has one writer at a time anyway) until the unit of work
+/// ends.
+///
+/// The lock serialises the writes of one order: a second command on the same order waits
+/// until the first has committed, so its outbox rows come after the first's in `seq` and in
+/// the order the relay sees them. Without it, two units of work on one order could write
+/// their rows in one order and commit in the other, and the relay publishes in the order
+/// rows become visible (README, Known limits). An optimistic version column checked in the
+/// `UPDATE` serialises them too (the loser retries).
 async fn load<C: ConnectionTrait>(db: &C, order_id: Uuid) -> Result<Order, PlaceOrderError> {
     let row = orders::Entity::find_by_id(order_id.to_string())
+        .lock_exclusive()
         .one(db)
         .await?
         .ok_or(PlaceOrderError::UnknownOrder(order_id))?;
