@@ -728,7 +728,7 @@ async fn runner_applies_once_in_order_and_acks() {
 }
 
 /// A message the inbox cannot settle (the handler fails and so does the dead-letter insert:
-/// its table is gone) is nacked and requeued, with the prefetched messages behind it: it is
+/// a trigger refuses it) is nacked and requeued, with the prefetched messages behind it: it is
 /// delivered again until it settles, and nothing after it is applied first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unsettled_message_is_redelivered_in_order() {
@@ -742,9 +742,11 @@ async fn unsettled_message_is_redelivered_in_order() {
     let outbox = Outbox::default();
     consumer_tables(&db, &outbox).await;
     let dead_letters = outbox_seaorm::inbox::dead_letter::table(&outbox).to_string();
+    // The table stays readable (the consumer reads which aggregates its dead letters hold).
     db.conn()
         .execute_unprepared(&format!(
-            "ALTER TABLE {dead_letters} RENAME TO dead_letters_away"
+            "CREATE TRIGGER refuse_dead_letters BEFORE INSERT ON {dead_letters} \
+             BEGIN SELECT RAISE(ABORT, 'dead letters refused'); END"
         ))
         .await
         .unwrap();
@@ -790,9 +792,7 @@ async fn unsettled_message_is_redelivered_in_order() {
 
     FAILING.lock().unwrap().retain(|id| *id != poisoned);
     db.conn()
-        .execute_unprepared(&format!(
-            "ALTER TABLE dead_letters_away RENAME TO {dead_letters}"
-        ))
+        .execute_unprepared("DROP TRIGGER refuse_dead_letters")
         .await
         .unwrap();
     wait_applied(&db, 5, Duration::from_secs(30)).await;

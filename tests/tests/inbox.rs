@@ -840,7 +840,11 @@ async fn malformed_wrong_version_and_unknown_messages_are_settled_at_once(db: &T
             reason: ParkReason::Behind
         }
     );
-    assert_eq!(ignoring.redeliver_parked().await.unwrap().held, 1);
+    assert_eq!(
+        ignoring.redeliver_parked().await.unwrap().applied,
+        0,
+        "held by the dead letter"
+    );
     assert_eq!(knob::calls(good.message_id), 0);
     assert!(
         ops.skip_consumer_dead_letter(*id, "alice", "garbled by a proxy")
@@ -1628,6 +1632,13 @@ async fn oversized_messages_are_dead_lettered_bounded(db: &TestDb) {
     let mut oversized = order_placed("o-env", &[("dune", 1)]);
     oversized.payload =
         serde_json::json!({ "order_id": "o-env", "padding": "p".repeat(10 * MIB) }).into();
+    assert!(matches!(
+        inbox::apply::<reserve_stock_flaky>(db.conn(), &outbox, &oversized).await,
+        Err(InboxError::Decode {
+            source: outbox_core::DecodeError::PayloadTooLarge { .. },
+            ..
+        })
+    ));
     let (raw, error) = stored(consumer.deliver(&oversized).await.unwrap()).await;
     assert!(error.contains("over the limit"), "{error}");
     assert!(raw.truncated);

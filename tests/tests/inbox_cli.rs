@@ -414,4 +414,76 @@ async fn inbox_dead_letter_command_line(db: &TestDb) {
     .await;
     assert!(out.ends_with("\n1 dead letter(s)\n"), "{out}");
     assert!(out.contains(&format!("\n{malformed_id}\t")), "{out}");
+
+    // The malformed dead letter holds its order (`Block`): a later message of o-2 is parked.
+    let behind = ordered("o-2", "dune");
+    assert!(matches!(
+        consumer.deliver(&behind).await.unwrap(),
+        Delivered::Parked { .. }
+    ));
+    let (code, out, _) = ops(db, &outbox, &["outbox", "inbox-dead", "parked"]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains(&behind.message_id.to_string()), "{out}");
+    assert!(out.contains("\torder o-2\t"), "{out}");
+    assert!(out.ends_with("1 parked message(s)\n"), "{out}");
+    let (code, _, err) = ops(
+        db,
+        &outbox,
+        &["outbox", "inbox-dead", "skip", &malformed_ref],
+    )
+    .await;
+    assert_eq!(code, 2, "a skip needs a reason: {err}");
+    let (code, out, err) = ops(
+        db,
+        &outbox,
+        &[
+            "outbox",
+            "inbox-dead",
+            "skip",
+            &malformed_ref,
+            "--reason",
+            "sent by a broken producer",
+            "--actor",
+            "dave",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with(&format!("skipped dead letter {malformed_id} by dave")),
+        "{out}"
+    );
+    let (_, out, _) = ops(
+        db,
+        &outbox,
+        &["outbox", "inbox-dead", "show", &malformed_ref],
+    )
+    .await;
+    assert!(out.contains("status:       skipped\n"), "{out}");
+    assert!(out.contains("skipped by:   dave\n"), "{out}");
+    assert!(
+        out.contains("skip reason:  sent by a broken producer\n"),
+        "{out}"
+    );
+    assert!(out.contains("aggregate:    order o-2\n"), "{out}");
+    assert_eq!(consumer.redeliver_parked().await.unwrap().applied, 1);
+    let (_, out, _) = ops(db, &outbox, &["outbox", "inbox-dead", "parked"]).await;
+    assert!(out.ends_with("0 parked message(s)\n"), "{out}");
+
+    // A body over the limit: `show` tells its size and digest, and that it was cut.
+    let wire = outbox_core::cloudevents::to_binary(&ordered("o-9", "dune")).unwrap();
+    let body = vec![b'x'; 300 * 1024];
+    let Delivered::DeadLettered { id, .. } =
+        consumer.deliver_binary(&wire.headers, &body).await.unwrap()
+    else {
+        panic!("an oversized body is dead-lettered");
+    };
+    let (_, out, _) = ops(
+        db,
+        &outbox,
+        &["outbox", "inbox-dead", "show", &id.to_string()],
+    )
+    .await;
+    assert!(out.contains("body size:    307200 bytes, sha256 "), "{out}");
+    assert!(out.contains("stored cut:"), "{out}");
 }

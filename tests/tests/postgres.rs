@@ -315,12 +315,15 @@ async fn after_commit_coalesces_bursts() {
                         let report = place(&conn, &outbox, &format!("burst-{task}-{n}")).await;
                         assert_eq!(report.wakeup, CommitWakeup::AfterCommit);
                     }
+                    // When this task's last commit returned (not when the test joined it:
+                    // under load the join comes after the notification that follows it).
+                    Instant::now()
                 }));
             }
+            let mut last_commit = started;
             for task in tasks {
-                task.await.unwrap();
+                last_commit = last_commit.max(task.await.unwrap());
             }
-            let last_commit = Instant::now();
             done.store(true, Ordering::Release);
             let arrivals = collector.await.unwrap();
             let elapsed = last_commit - started;
@@ -495,13 +498,14 @@ async fn schema_qualified_tables() {
                 .iter()
                 .map(|row| row.try_get::<String>("", "table_name").unwrap())
                 .collect::<Vec<_>>();
-            // The relay's tables live next to the outbox, and the consumer
-            // dead letters next to the inbox, in their schema.
+            // The relay's tables live next to the outbox, and the consumer's dead
+            // letters and parked messages next to the inbox, in their schema.
             assert_eq!(
                 tables,
                 [
                     "inbox",
                     "inbox_dead_letters",
+                    "inbox_parked",
                     "outbox",
                     "outbox_operator_log",
                     "outbox_relay_instances",

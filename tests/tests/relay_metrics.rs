@@ -113,10 +113,16 @@ async fn relay_emits_documented_metrics() {
     let outbox = Outbox::default();
     schema::install(db.conn(), &outbox).await.unwrap();
     let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
-    for order in ["ok-1", "ok-2", "rejected", "flaky"] {
+    for (order, n) in [
+        ("ok-1", 0),
+        ("ok-2", 0),
+        ("rejected", 0),
+        ("flaky", 0),
+        ("rejected", 1),
+    ] {
         uow.raise(OrderingEvent::Noted {
             order_id: order.into(),
-            n: 0,
+            n,
         });
     }
     uow.commit().await.unwrap();
@@ -160,7 +166,17 @@ async fn relay_emits_documented_metrics() {
     );
     assert_eq!(
         memory.gauge(&format!("{}{{{o}}}", metric::PENDING_ROWS)),
-        1.0
+        2.0
+    );
+    assert_eq!(
+        memory.gauge(&format!("{}{{{o}}}", metric::BACKOFF_ROWS)),
+        1.0,
+        "flaky"
+    );
+    assert_eq!(
+        memory.gauge(&format!("{}{{{o}}}", metric::HELD_ROWS)),
+        1.0,
+        "rejected's second row, behind its dead row"
     );
     assert_eq!(memory.gauge(&format!("{}{{{o}}}", metric::DEAD_ROWS)), 1.0);
     assert_eq!(

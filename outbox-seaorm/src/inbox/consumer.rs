@@ -927,15 +927,20 @@ impl Consumer {
     }
 
     /// Dead-letters a parked message whose attempts are over (or that cannot be handled),
-    /// removing it from the parked messages in the same transaction.
+    /// removing it from the parked messages in the same transaction. `None` when another
+    /// process of the consumer already settled it (the row was gone): nothing is written.
     async fn dead_letter_parked(
         &self,
         parked: &ParkedMessage,
         reason: DeadLetterReason,
-    ) -> Result<i64, DbErr> {
+    ) -> Result<Option<i64>, DbErr> {
         let inner = &self.inner;
         let envelope = &parked.envelope;
         let txn = inner.db.begin().await?;
+        if !parked::delete(&txn, &inner.outbox, parked.id).await? {
+            txn.rollback().await?;
+            return Ok(None);
+        }
         let id = dead_letter::insert(
             &txn,
             &inner.outbox,
@@ -951,7 +956,6 @@ impl Consumer {
             },
         )
         .await?;
-        parked::delete(&txn, &inner.outbox, parked.id).await?;
         txn.commit().await?;
         self.dead_lettered(
             id,
@@ -959,7 +963,7 @@ impl Consumer {
             Some(&envelope.event_type),
             &reason,
         );
-        Ok(id)
+        Ok(Some(id))
     }
 }
 

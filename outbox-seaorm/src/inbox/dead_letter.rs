@@ -116,14 +116,14 @@ pub enum StoredMessage {
 #[non_exhaustive]
 pub struct RawMessage {
     /// Header names and values, in the order received (at most
-    /// [`MAX_STORED_HEADERS`](crate::limits::MAX_STORED_HEADERS), each name and value cut to
-    /// [`MAX_STORED_HEADER_BYTES`](crate::limits::MAX_STORED_HEADER_BYTES) with `…`).
+    /// [`MAX_STORED_HEADERS`], each name and value cut to
+    /// [`MAX_STORED_HEADER_BYTES`] with `…`).
     pub headers: Vec<(String, String)>,
     /// Headers received beyond those stored.
     #[serde(default)]
     pub headers_dropped: usize,
     /// The body as lossy UTF-8; when the body was larger than
-    /// [`MAX_STORED_BODY_BYTES`](crate::limits::MAX_STORED_BODY_BYTES), its first bytes.
+    /// [`MAX_STORED_BODY_BYTES`], its first bytes.
     pub body: String,
     /// The body's size as received, in bytes.
     #[serde(default)]
@@ -712,30 +712,4 @@ pub(crate) async fn held_aggregates<C: ConnectionTrait>(
             ))
         })
         .collect()
-}
-
-/// Whether a `dead` or `requeued` letter of `consumer` holds the aggregate.
-pub(crate) async fn holds<C: ConnectionTrait>(
-    db: &C,
-    outbox: &Outbox,
-    consumer: &str,
-    (aggregate_type, aggregate_id): (&str, &str),
-) -> Result<bool, DbErr> {
-    let backend = db.get_database_backend();
-    let q = |n: &str| quote(backend, n);
-    let mut statement = Sql::new(backend);
-    statement
-        .push("SELECT 1 AS held FROM ")
-        .table(&table(outbox))
-        .push(&format!(" WHERE {} = ", q("consumer")))
-        .bind(sql::text(consumer))
-        .push(&format!(" AND {} = ", q("aggregate_type")))
-        .bind(sql::text(key(aggregate_type)))
-        .push(&format!(" AND {} = ", q("aggregate_id")))
-        .bind(sql::text(key(aggregate_id)))
-        .push(&format!(
-            " AND {} IN ('dead', 'requeued') LIMIT 1",
-            q("status")
-        ));
-    Ok(db.query_one_raw(statement.build()).await?.is_some())
 }

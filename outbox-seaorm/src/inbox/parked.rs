@@ -275,11 +275,13 @@ fn read_row(row: &QueryResult) -> Result<ParkedMessage, DbErr> {
 }
 
 /// The first parked message of each of `consumer`'s aggregates, oldest first, at most
-/// `limit`.
+/// `limit`; with `skip_held`, not those of aggregates a `dead` or `requeued` dead letter
+/// holds.
 pub(crate) async fn heads<C: ConnectionTrait>(
     db: &C,
     outbox: &Outbox,
     consumer: &str,
+    skip_held: bool,
     limit: u64,
 ) -> Result<Vec<ParkedMessage>, DbErr> {
     let backend = db.get_database_backend();
@@ -295,13 +297,24 @@ pub(crate) async fn heads<C: ConnectionTrait>(
         .bind(sql::text(consumer))
         .push(&format!(
             " AND NOT EXISTS (SELECT 1 FROM {name} b WHERE b.{consumer} = p.{consumer} \
-             AND b.{at} = p.{at} AND b.{ai} = p.{ai} AND b.{id} < p.{id}) \
-             ORDER BY p.{id} LIMIT {limit}",
+             AND b.{at} = p.{at} AND b.{ai} = p.{ai} AND b.{id} < p.{id})",
             consumer = q("consumer"),
             at = q("aggregate_type"),
             ai = q("aggregate_id"),
             id = q("id"),
         ));
+    if skip_held {
+        statement.push(&format!(
+            " AND NOT EXISTS (SELECT 1 FROM {letters} d WHERE d.{consumer} = p.{consumer} \
+             AND d.{at} = p.{at} AND d.{ai} = p.{ai} AND d.{status} IN ('dead', 'requeued'))",
+            letters = quote_table(backend, &super::dead_letter::table(outbox)),
+            consumer = q("consumer"),
+            at = q("aggregate_type"),
+            ai = q("aggregate_id"),
+            status = q("status"),
+        ));
+    }
+    statement.push(&format!(" ORDER BY p.{} LIMIT {limit}", q("id")));
     db.query_all_raw(statement.build())
         .await?
         .iter()
@@ -400,12 +413,13 @@ pub(crate) async fn held_aggregates<C: ConnectionTrait>(
         .collect()
 }
 
-/// Removes a parked message (applied, or dead-lettered in the same transaction).
+/// Removes a parked message (applied, or dead-lettered in the same transaction); whether
+/// it was still there.
 pub(crate) async fn delete<C: ConnectionTrait>(
     db: &C,
     outbox: &Outbox,
     id: i64,
-) -> Result<(), DbErr> {
+) -> Result<bool, DbErr> {
     let backend = db.get_database_backend();
     let mut statement = Sql::new(backend);
     statement
@@ -413,8 +427,7 @@ pub(crate) async fn delete<C: ConnectionTrait>(
         .table(&table(outbox))
         .push(&format!(" WHERE {} = ", quote(backend, "id")))
         .bind(Value::BigInt(Some(id)));
-    db.execute_raw(statement.build()).await?;
-    Ok(())
+    Ok(db.execute_raw(statement.build()).await?.rows_affected() == 1)
 }
 
 /// Records a failed attempt of a parked message: its attempts, the next attempt's time

@@ -26,8 +26,6 @@ pub struct ParkedReport {
     pub retried: u64,
     /// Attempts over, or cannot be handled: dead-lettered.
     pub dead_lettered: u64,
-    /// Aggregates whose first parked message waits behind a dead letter (`Block`).
-    pub held: u64,
     /// When the earliest parked message that waits for its next attempt is due.
     pub next_due: Option<DateTime<Utc>>,
 }
@@ -141,7 +139,7 @@ impl Consumer {
 
     /// One round over the parked messages: for each aggregate, oldest first, applies its
     /// first parked message when it is due and nothing holds it (a dead letter under
-    /// [`DeadLetterPolicy::Block`]), then the next, until one fails or the aggregate has
+    /// [`DeadLetterPolicy::Block`]: such aggregates are not looked at), then the next, until one fails or the aggregate has
     /// none left. A failure with attempts remaining is parked for its next attempt; the
     /// last failure is dead-lettered. Looks at up to 500 aggregates. Then reloads which
     /// aggregates are held (see [`metric::HELD_AGGREGATES`]).
@@ -154,16 +152,19 @@ impl Consumer {
     pub async fn redeliver_parked(&self) -> Result<ParkedReport, DbErr> {
         let inner = &self.inner;
         let mut report = ParkedReport::default();
-        let heads = parked::heads(&inner.db, &inner.outbox, &inner.name, PARKED_ROUND).await?;
+        // Under `Block`, aggregates a dead letter holds are left out.
+        let skip_held = inner.policy == DeadLetterPolicy::Block;
+        let heads = parked::heads(
+            &inner.db,
+            &inner.outbox,
+            &inner.name,
+            skip_held,
+            PARKED_ROUND,
+        )
+        .await?;
         for head in heads {
             let aggregate = head.aggregate.clone();
             let key = (aggregate.0.as_str(), aggregate.1.as_str());
-            if inner.policy == DeadLetterPolicy::Block
-                && dead_letter::holds(&inner.db, &inner.outbox, &inner.name, key).await?
-            {
-                report.held += 1;
-                continue;
-            }
             let mut current = Some(head);
             while let Some(message) = current.take() {
                 if message.next_attempt_at > inner.outbox.clock().now() {
@@ -225,7 +226,10 @@ impl Consumer {
                 DeadLetterReason::HandlerFailed { attempts, error }
             }
         };
-        self.dead_letter_parked(message, reason).await?;
+        if self.dead_letter_parked(message, reason).await?.is_none() {
+            // Another process of this consumer settled it meanwhile.
+            return Ok(false);
+        }
         report.dead_lettered += 1;
         Ok(inner.policy != DeadLetterPolicy::Block)
     }
