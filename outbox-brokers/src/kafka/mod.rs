@@ -79,7 +79,7 @@
 //!   considerations": the batch is enqueued within milliseconds, timeouts are scanned once
 //!   a second). A broken connection alone does not reorder.
 //! - **At least once.** The runner stores a message's offset only after the inbox settled
-//!   it (applied, duplicate, ignored or dead-lettered, all committed); stored offsets are
+//!   it (applied, duplicate, ignored, parked or dead-lettered, all committed); stored offsets are
 //!   committed every `auto.commit.interval.ms` (1 s), on rebalance and on shutdown. A
 //!   message that could not be settled is consumed again (the runner seeks its partition
 //!   back to it). After a crash or a rebalance, the messages after the last committed offset

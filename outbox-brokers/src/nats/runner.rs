@@ -214,7 +214,7 @@ impl NatsConsumerRunnerBuilder {
 ///
 /// The loop: pull a batch (up to `batch_size` messages, waiting up to the fetch wait);
 /// settle each message in stream order ([`settle`]): acknowledge it when the inbox settled
-/// it (applied, duplicate, ignored or dead-lettered); when it did not (the consumer's
+/// it (applied, duplicate, ignored, parked or dead-lettered); when it did not (the consumer's
 /// database is unavailable), stop, hand it and every later message of the batch back with
 /// a nak delayed by the redelivery backoff, and pause that long, so they come back first and
 /// in order. While the client is disconnected the runner waits with the retry backoff; after

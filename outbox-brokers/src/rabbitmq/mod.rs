@@ -82,7 +82,7 @@
 //!   were accepted: those are reported `not attempted` and republished after the retry
 //!   (the inbox skips the duplicates), so they reach the queue ahead of the retried one.
 //! - **At least once.** A consumer acknowledges a message only after the inbox settled it
-//!   (applied, duplicate, ignored or dead-lettered, all committed); a message that could not
+//!   (applied, duplicate, ignored, parked or dead-lettered, all committed); a message that could not
 //!   be settled is nacked with requeue. A lost connection requeues every unacknowledged
 //!   message; the inbox applies each message id once.
 

@@ -714,15 +714,7 @@ impl Consumer {
             match self.unrouted(envelope) {
                 Attempt::Settled(delivered) => return Ok(delivered),
                 Attempt::DeadLetter(reason) => {
-                    return self
-                        .dead_letter(
-                            StoredMessage::Envelope(Box::new(envelope.clone())),
-                            Some(envelope.message_id),
-                            Some(&envelope.event_type),
-                            key,
-                            reason,
-                        )
-                        .await;
+                    return self.dead_letter_envelope(envelope, key, reason).await;
                 }
                 Attempt::Failed(_) => {}
             }
@@ -772,16 +764,25 @@ impl Consumer {
                     }
                 },
             };
-            return self
-                .dead_letter(
-                    StoredMessage::Envelope(Box::new(envelope.clone())),
-                    Some(envelope.message_id),
-                    Some(&envelope.event_type),
-                    key,
-                    reason,
-                )
-                .await;
+            return self.dead_letter_envelope(envelope, key, reason).await;
         }
+    }
+
+    /// Dead-letters a decoded envelope (holding `key` under `Block`).
+    async fn dead_letter_envelope(
+        &self,
+        envelope: &Envelope,
+        key: Option<hold::Key<'_>>,
+        reason: DeadLetterReason,
+    ) -> Result<Delivered, ConsumerError> {
+        self.dead_letter(
+            StoredMessage::Envelope(Box::new(envelope.clone())),
+            Some(envelope.message_id),
+            Some(&envelope.event_type),
+            key,
+            reason,
+        )
+        .await
     }
 
     /// Parks `envelope` under the holds' lock: behind the messages of its aggregate when

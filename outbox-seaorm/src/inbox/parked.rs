@@ -383,36 +383,6 @@ pub(crate) async fn list<C: ConnectionTrait>(
         .collect()
 }
 
-/// The aggregates `consumer` has parked messages of.
-pub(crate) async fn held_aggregates<C: ConnectionTrait>(
-    db: &C,
-    outbox: &Outbox,
-    consumer: &str,
-) -> Result<Vec<(String, String)>, DbErr> {
-    let backend = db.get_database_backend();
-    let q = |n: &str| quote(backend, n);
-    let mut statement = Sql::new(backend);
-    statement
-        .push(&format!(
-            "SELECT DISTINCT {} AS aggregate_type, {} AS aggregate_id FROM {} WHERE {} = ",
-            q("aggregate_type"),
-            q("aggregate_id"),
-            quote_table(backend, &table(outbox)),
-            q("consumer"),
-        ))
-        .bind(sql::text(consumer));
-    db.query_all_raw(statement.build())
-        .await?
-        .iter()
-        .map(|row| {
-            Ok((
-                row.try_get("", "aggregate_type")?,
-                row.try_get("", "aggregate_id")?,
-            ))
-        })
-        .collect()
-}
-
 /// Removes a parked message (applied, or dead-lettered in the same transaction); whether
 /// it was still there.
 pub(crate) async fn delete<C: ConnectionTrait>(
