@@ -725,7 +725,7 @@ impl Consumer {
                 .is_held(self.source(), key)
                 .await
                 .map_err(|source| self.database(source))?;
-            if held && let Some(parked) = self.park(envelope, key, None).await? {
+            if held && let Some(parked) = self.park_behind(envelope, key).await? {
                 return Ok(parked);
             }
         }
@@ -746,16 +746,7 @@ impl Consumer {
                 Attempt::Failed(error) => match key {
                     // Its later attempts happen while it is parked.
                     Some(key) if attempt >= inner.inline_attempts => {
-                        let retry = Retry {
-                            attempts: attempt,
-                            error,
-                        };
-                        if let Some(parked) = self.park(envelope, key, Some(retry)).await? {
-                            return Ok(parked);
-                        }
-                        tokio::time::sleep(inner.backoff.delay(attempt)).await;
-                        attempt += 1;
-                        continue;
+                        return self.park_retrying(envelope, key, attempt, error).await;
                     }
                     _ => {
                         tokio::time::sleep(inner.backoff.delay(attempt)).await;
@@ -785,63 +776,88 @@ impl Consumer {
         .await
     }
 
-    /// Parks `envelope` under the holds' lock: behind the messages of its aggregate when
-    /// `retry` is `None` (then only if the aggregate is still held: `None` back means
-    /// "apply it now"), or for its next attempt after `retry.attempts` failed ones.
-    async fn park(
+    /// Parks `envelope` behind the messages of its aggregate, under the holds' lock, if the
+    /// aggregate is still held; `None`: it is not (any more), apply it now.
+    async fn park_behind(
         &self,
         envelope: &Envelope,
         key: hold::Key<'_>,
-        retry: Option<Retry>,
     ) -> Result<Option<Delivered>, ConsumerError> {
         let inner = &self.inner;
         let now = inner.outbox.clock().now();
         let parked = inner
             .holds
             .write(self.source(), key, async |held| {
-                let (attempts, next_attempt_at, error) = match &retry {
-                    None if !held => return Ok((None, false)),
-                    None => (0, now, None),
-                    Some(retry) => {
-                        let after = inner.backoff.delay(retry.attempts);
-                        (
-                            retry.attempts,
-                            now + chrono::TimeDelta::from_std(after)
-                                .unwrap_or(chrono::TimeDelta::MAX),
-                            Some(retry.error.as_str()),
-                        )
-                    }
-                };
-                parked::insert(
-                    &inner.db,
-                    &inner.outbox,
-                    NewParked {
-                        consumer: &inner.name,
-                        envelope,
-                        attempts,
-                        next_attempt_at,
-                        last_error: error,
-                    },
-                )
-                .await?;
-                Ok((Some(()), true))
+                if !held {
+                    return Ok((false, false));
+                }
+                self.insert_parked(envelope, 0, now, None).await?;
+                Ok((true, true))
             })
             .await
             .map_err(|source| self.database(source))?;
-        if parked.is_none() {
-            return Ok(None);
-        }
+        Ok(parked.then(|| self.parked(envelope, ParkReason::Behind)))
+    }
+
+    /// Parks `envelope` for its next attempt after `attempts` failed ones (the last with
+    /// `error`), under the holds' lock: its aggregate is held from now on.
+    async fn park_retrying(
+        &self,
+        envelope: &Envelope,
+        key: hold::Key<'_>,
+        attempts: u32,
+        error: String,
+    ) -> Result<Delivered, ConsumerError> {
+        let inner = &self.inner;
+        let after = inner.backoff.delay(attempts);
+        let at = inner.outbox.clock().now()
+            + chrono::TimeDelta::from_std(after).unwrap_or(chrono::TimeDelta::MAX);
+        inner
+            .holds
+            .write(self.source(), key, async |_| {
+                self.insert_parked(envelope, attempts, at, Some(&error))
+                    .await?;
+                Ok(((), true))
+            })
+            .await
+            .map_err(|source| self.database(source))?;
+        let reason = ParkReason::Retrying {
+            attempts,
+            after,
+            error,
+        };
+        Ok(self.parked(envelope, reason))
+    }
+
+    async fn insert_parked(
+        &self,
+        envelope: &Envelope,
+        attempts: u32,
+        next_attempt_at: chrono::DateTime<chrono::Utc>,
+        last_error: Option<&str>,
+    ) -> Result<bool, DbErr> {
+        let inner = &self.inner;
+        parked::insert(
+            &inner.db,
+            &inner.outbox,
+            NewParked {
+                consumer: &inner.name,
+                envelope,
+                attempts,
+                next_attempt_at,
+                last_error,
+            },
+        )
+        .await
+    }
+
+    /// Wakes the redelivery loop, counts and logs a parked message.
+    fn parked(&self, envelope: &Envelope, reason: ParkReason) -> Delivered {
+        let inner = &self.inner;
         inner.parked.notify_one();
-        let (label, reason) = match retry {
-            None => ("behind", ParkReason::Behind),
-            Some(Retry { attempts, error }) => (
-                "retrying",
-                ParkReason::Retrying {
-                    attempts,
-                    after: inner.backoff.delay(attempts),
-                    error,
-                },
-            ),
+        let label = match reason {
+            ParkReason::Behind => "behind",
+            ParkReason::Retrying { .. } => "retrying",
         };
         let mut labels = inner.labels.clone();
         labels.push(metrics::Label::new("reason", label));
@@ -854,7 +870,7 @@ impl Consumer {
             ?reason,
             "message parked"
         );
-        Ok(Some(Delivered::Parked { reason }))
+        Delivered::Parked { reason }
     }
 
     /// Settles a CloudEvents binary-mode message (broker headers and body): decodes it
@@ -895,7 +911,6 @@ impl Consumer {
                         },
                     )
                     .await?;
-                self.record(&delivered);
                 Ok(delivered)
             }
         }
@@ -966,12 +981,6 @@ impl Consumer {
         );
         Ok(Some(id))
     }
-}
-
-/// A failed attempt that leads to parking.
-struct Retry {
-    attempts: u32,
-    error: String,
 }
 
 /// The aggregate of a message as a hold key, when it fits the key columns.

@@ -26,8 +26,6 @@ struct State {
     since: Option<Instant>,
     /// Failed attempts (rows) since it began.
     failed: u64,
-    /// Failed attempts already reported.
-    reported: u64,
     /// When it was last logged.
     logged: Option<Instant>,
 }
@@ -61,9 +59,6 @@ impl PublishHealth {
     /// Records a batch (`published` rows went out, `failed` rows failed transiently, the
     /// first failure being `error`) and logs what an operator needs to know.
     pub(crate) fn observe(&self, published: usize, failed: usize, error: Option<&PublishError>) {
-        if published == 0 && failed == 0 {
-            return;
-        }
         let report = self.record(Instant::now(), published, failed);
         let publisher = self.publisher;
         match report {
@@ -101,6 +96,9 @@ impl PublishHealth {
 
     /// The state machine of [`observe`](Self::observe), at `now`.
     fn record(&self, now: Instant, published: usize, failed: usize) -> Report {
+        if published == 0 && failed == 0 {
+            return Report::Quiet;
+        }
         let mut state = self
             .state
             .lock()
@@ -111,7 +109,6 @@ impl PublishHealth {
                 *state = State {
                     since: Some(now),
                     failed,
-                    reported: failed,
                     logged: Some(now),
                 };
                 Report::Began
@@ -125,14 +122,15 @@ impl PublishHealth {
                 *state = State::default();
                 report
             }
+            // Here `failed > 0`: a batch with neither returned above, one with successes
+            // only is the recovery.
             Some(since) => {
                 state.failed = state.failed.saturating_add(failed);
                 let due = state
                     .logged
                     .is_none_or(|at| now.saturating_duration_since(at) >= REPEAT);
-                if due && state.failed > state.reported {
+                if due {
                     state.logged = Some(now);
-                    state.reported = state.failed;
                     Report::Lasts {
                         failed: state.failed,
                         lasting: now.saturating_duration_since(since),

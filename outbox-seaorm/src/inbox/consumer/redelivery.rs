@@ -138,10 +138,10 @@ impl Consumer {
     }
 
     /// One round over the parked messages: for each aggregate, oldest first, applies its
-    /// first parked message when it is due and nothing holds it (a dead letter under
-    /// [`DeadLetterPolicy::Block`]: such aggregates are not looked at), then the next, until one fails or the aggregate has
-    /// none left. A failure with attempts remaining is parked for its next attempt; the
-    /// last failure is dead-lettered. Looks at up to 500 aggregates. Then reloads which
+    /// first parked message when it is due and nothing holds it (aggregates a dead letter
+    /// holds under [`DeadLetterPolicy::Block`] are not looked at), then the next, until one
+    /// fails or the aggregate has none left. A failure with attempts remaining is parked for
+    /// its next attempt; the last failure is dead-lettered. Looks at up to 500 aggregates. Then reloads which
     /// aggregates are held (see [`metric::HELD_AGGREGATES`]).
     ///
     /// [`redeliver_until`](Self::redeliver_until) runs it; call it yourself only in tests or
