@@ -141,7 +141,7 @@
 //!
 //! ```compile_fail
 //! # async fn relay(txn: &sea_orm::DatabaseTransaction, outbox: &outbox_seaorm::Outbox) -> Result<(), sea_orm::DbErr> {
-//! outbox_seaorm::write::insert(txn, outbox, Vec::new(), None).await?;
+//! outbox_seaorm::sql::insert::insert(txn, outbox, Vec::new(), None).await?;
 //! # Ok(()) }
 //! ```
 //!
@@ -174,6 +174,7 @@
 //! - `otel`: `trace::current_span_context` reads the OpenTelemetry context of the current
 //!   `tracing` span (through `tracing-opentelemetry`) and becomes the default trace hook.
 
+mod backend;
 pub mod config;
 pub mod error;
 pub mod inbox;
@@ -185,12 +186,13 @@ pub mod partition;
 pub mod record;
 pub mod relay;
 pub mod schema;
+mod sql;
+mod status;
 pub mod table;
 pub mod trace;
 pub(crate) mod transaction;
 pub mod unit_of_work;
 pub mod wakeup;
-mod write;
 
 #[cfg(feature = "cli")]
 pub mod cli;

@@ -163,7 +163,7 @@ impl MigrationTrait for CreateRelayTables {
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         let statements =
-            crate::relay::tables::drop_statements(manager.get_database_backend(), &self.outbox);
+            schema::drop_relay_statements(manager.get_database_backend(), &self.outbox);
         schema::execute_all(manager.get_connection(), statements).await
     }
 }
@@ -210,8 +210,8 @@ impl MigrationTrait for CreateInboxDeadLetters {
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         let backend = manager.get_database_backend();
         let statements = vec![
-            crate::inbox::parked::drop_statement(backend, &self.outbox),
-            crate::inbox::dead_letter::drop_statement(backend, &self.outbox),
+            schema::drop_parked_statement(backend, &self.outbox),
+            schema::drop_dead_letter_statement(backend, &self.outbox),
         ];
         schema::execute_all(manager.get_connection(), statements).await
     }

@@ -58,10 +58,11 @@ use crate::config::Outbox;
 use crate::inbox::dead_letter::{self, ConsumerDeadLetter, DeadLetterStatus};
 use crate::record::OutboxRecord;
 use crate::relay::lease::{INBOX_CLEANUP_LEASE, OUTBOX_CLEANUP_LEASE};
-use crate::relay::sql::{self, Sql, quote, quote_table};
-use crate::relay::store::Store;
 use crate::relay::tables::RelayTables;
 use crate::schema::OutboxStatus;
+use crate::sql::Store;
+use crate::sql::dialect::{self as sql, quote, quote_table};
+use crate::sql::statement::Sql;
 use crate::table::inbox_columns;
 
 /// Why an operation failed.

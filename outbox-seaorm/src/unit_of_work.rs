@@ -80,9 +80,9 @@ use uuid::Uuid;
 
 use crate::config::Outbox;
 use crate::error::{CommitError, UnitOfWorkError};
+use crate::sql::insert;
 use crate::trace::TraceContext;
 use crate::wakeup::{Target, WakeupTarget};
-use crate::write;
 
 /// A business transaction with an event buffer. See the [module documentation](self).
 ///
@@ -718,7 +718,7 @@ async fn write_events<E>(
     for mut envelope in envelopes {
         stamp.apply(&mut envelope);
         message_ids.push(envelope.message_id);
-        rows.push(write::prepare(backend, outbox, envelope, created_at)?);
+        rows.push(insert::prepare(backend, outbox, envelope, created_at)?);
     }
     let row_count = rows.len();
     let notify_channel = outbox
@@ -727,7 +727,7 @@ async fn write_events<E>(
     let (chunks, wakeup) = if row_count == 0 {
         (0, CommitWakeup::None)
     } else {
-        let chunks = write::insert(txn, outbox, rows, notify_channel)
+        let chunks = insert::insert(txn, outbox, rows, notify_channel)
             .await
             .map_err(CommitError::Database)?;
         let wakeup = match notify_channel {

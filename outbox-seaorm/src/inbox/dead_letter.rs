@@ -46,13 +46,13 @@ use uuid::Uuid;
 
 use crate::config::Outbox;
 use crate::limits::{self, MAX_STORED_BODY_BYTES, MAX_STORED_HEADER_BYTES, MAX_STORED_HEADERS};
-use crate::relay::sql::{self, Sql, quote, quote_table};
-use crate::relay::tables::{ColumnTypes, derived};
+use crate::sql::dialect::{self as sql, quote};
+use crate::sql::statement::Sql;
 use crate::table::TableName;
 
 /// The dead-letter table of `outbox`'s inbox: `<inbox>_dead_letters`.
 pub fn table(outbox: &Outbox) -> TableName {
-    derived(outbox.inbox_table(), "dead_letters")
+    outbox.tables().dead_letters.clone()
 }
 
 /// The state of a dead letter.
@@ -221,80 +221,6 @@ pub struct ConsumerDeadLetter {
     pub skipped_by: Option<String>,
     /// Why.
     pub skip_reason: Option<String>,
-}
-
-/// `CREATE TABLE IF NOT EXISTS` of the dead-letter table and its index.
-pub(crate) fn statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
-    let name = table(outbox);
-    let q = |n: &str| quote(backend, n);
-    let ColumnTypes {
-        key,
-        ts,
-        id,
-        uuid,
-        long_text: message,
-        suffix,
-    } = ColumnTypes::of(backend);
-    let columns = format!(
-        "{} {id}, {} {uuid} NULL, {} {key} NOT NULL, {} {key} NULL, {} {key} NULL, \
-         {} {key} NULL, {} {key} NOT NULL, \
-         {} text NOT NULL, {} integer NOT NULL, {} {key} NOT NULL, {} {message} NOT NULL, \
-         {} {key} NOT NULL, {} {ts} NOT NULL, {} {ts} NULL, {} {key} NULL, {} {ts} NULL, \
-         {} {ts} NULL, {} {key} NULL, {} text NULL",
-        q("id"),
-        q("message_id"),
-        q("consumer"),
-        q("event_type"),
-        q("aggregate_type"),
-        q("aggregate_id"),
-        q("reason"),
-        q("error"),
-        q("attempts"),
-        q("format"),
-        q("message"),
-        q("status"),
-        q("dead_at"),
-        q("requeued_at"),
-        q("requeued_by"),
-        q("resolved_at"),
-        q("skipped_at"),
-        q("skipped_by"),
-        q("skip_reason"),
-    );
-    let index = derived(&name, "consumer_idx").table().to_owned();
-    if backend == DbBackend::MySql {
-        vec![format!(
-            "CREATE TABLE IF NOT EXISTS {} ({columns}, KEY {} ({}, {}, {})){suffix}",
-            quote_table(backend, &name),
-            q(&index),
-            q("consumer"),
-            q("status"),
-            q("id"),
-        )]
-    } else {
-        vec![
-            format!(
-                "CREATE TABLE IF NOT EXISTS {} ({columns})",
-                quote_table(backend, &name)
-            ),
-            format!(
-                "CREATE INDEX IF NOT EXISTS {} ON {} ({}, {}, {})",
-                q(&index),
-                quote_table(backend, &name),
-                q("consumer"),
-                q("status"),
-                q("id"),
-            ),
-        ]
-    }
-}
-
-/// `DROP TABLE IF EXISTS` of the dead-letter table.
-pub(crate) fn drop_statement(backend: DbBackend, outbox: &Outbox) -> String {
-    format!(
-        "DROP TABLE IF EXISTS {}",
-        quote_table(backend, &table(outbox))
-    )
 }
 
 /// What to write for a new dead letter.

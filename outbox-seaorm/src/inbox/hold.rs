@@ -17,7 +17,8 @@ use tokio::sync::{Mutex, MutexGuard};
 
 use super::{dead_letter, parked};
 use crate::config::Outbox;
-use crate::relay::sql::{self, Sql, quote};
+use crate::sql::dialect::{self as sql, quote};
+use crate::sql::statement::Sql;
 use crate::table::TableName;
 
 /// An aggregate: type and id.

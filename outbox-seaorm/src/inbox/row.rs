@@ -4,7 +4,8 @@ use outbox_core::Envelope;
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, Statement, Value};
 
 use crate::config::Outbox;
-use crate::relay::sql::{self, Sql, quote};
+use crate::sql::dialect::{self as sql, quote};
+use crate::sql::statement::Sql;
 use crate::table::inbox_columns as col;
 
 /// `INSERT INTO <inbox> (message_id, consumer, event_type, received_at, processed_at)
@@ -63,7 +64,8 @@ pub(crate) async fn insert<C: ConnectionTrait>(
     let backend = db.get_database_backend();
     let now = outbox.clock().now();
     let text = outbox
-        .inbox_insert_sql()
+        .statements()
+        .inbox_insert
         .get_or_init(backend, || insert_text(backend, outbox));
     let values = vec![
         sql::uuid(backend, envelope.message_id),
@@ -112,7 +114,7 @@ mod tests {
             insert_text(DbBackend::MySql, &outbox),
             "INSERT IGNORE INTO `inbox` (`message_id`, `consumer`, `event_type`, `received_at`, `processed_at`) VALUES (?, ?, ?, ?, ?)"
         );
-        let cached = crate::config::PerBackend::<String>::default();
+        let cached = crate::backend::PerBackend::<String>::default();
         let text = || {
             cached.get_or_init(DbBackend::Sqlite, || {
                 insert_text(DbBackend::Sqlite, &outbox)

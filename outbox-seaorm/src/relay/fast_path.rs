@@ -52,9 +52,9 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, IsolationLevel};
 use uuid::Uuid;
 
 use super::config::RelayConfig;
-use super::store::Store;
 use super::{Mark, RelayError, apply_marks, count_marks, decide};
 use crate::config::Outbox;
+use crate::sql::Store;
 
 /// What the fast path did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -162,7 +162,7 @@ impl<P: Publisher + 'static> FastPath<P> {
     async fn held<C: ConnectionTrait>(
         &self,
         conn: &C,
-        rows: &[super::store::ClaimedRow],
+        rows: &[crate::sql::ClaimedRow],
     ) -> Result<HashSet<i64>, RelayError> {
         // Left to the relay: non-retryable rows, and rows of other worker keys.
         let mut held: HashSet<i64> = rows
@@ -195,11 +195,7 @@ impl<P: Publisher + 'static> FastPath<P> {
     }
 
     /// The relay's decisions, keeping only the successes: failures stay for the relay.
-    async fn decide(
-        &self,
-        rows: &mut [super::store::ClaimedRow],
-        held: &HashSet<i64>,
-    ) -> Vec<Mark> {
+    async fn decide(&self, rows: &mut [crate::sql::ClaimedRow], held: &HashSet<i64>) -> Vec<Mark> {
         decide(
             rows,
             held,

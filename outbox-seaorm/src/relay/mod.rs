@@ -149,8 +149,6 @@ pub(crate) mod lease;
 mod listener;
 mod outage;
 mod pipeline;
-pub(crate) mod sql;
-pub(crate) mod store;
 pub mod tables;
 
 use std::collections::HashSet;
@@ -174,8 +172,8 @@ pub use tables::RelayTables;
 use crate::config::Outbox;
 use crate::job::{AlertHook, SharedAlertHook};
 use crate::ops::Operations;
+use crate::sql::{AfterFailure, Claim, ClaimedRow, LeaseLock, PastInFlight, Store};
 use lease::{OUTBOX_CLEANUP_LEASE, RELAY_LEASE, lease_partition, owner_of, partition_lease};
-use store::{AfterFailure, Claim, ClaimedRow, LeaseLock, PastInFlight, Store};
 
 /// Why a relay operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -820,7 +818,7 @@ impl<P: Publisher + 'static> Relay<P> {
                 .await
             {
                 Ok(owned) => owned,
-                Err(error) if ahead && store::is_lock_not_available(&error) => {
+                Err(error) if ahead && crate::sql::is_lock_not_available(&error) => {
                     tracing::debug!(
                         relay = %self.config.instance_id,
                         "a lease is being taken over: no claim ahead of the batch in flight"
@@ -1201,9 +1199,10 @@ pub(crate) async fn decide<P: Publisher + ?Sized>(
     // Lend the envelopes to the publisher (moved, not copied) and take them back after.
     let mut envelopes: Vec<Envelope> = Vec::with_capacity(to_send.len());
     for &index in &to_send {
-        if let Ok(envelope) =
-            std::mem::replace(&mut rows[index].envelope, Err(store::Unreadable::lent()))
-        {
+        if let Ok(envelope) = std::mem::replace(
+            &mut rows[index].envelope,
+            Err(crate::sql::Unreadable::lent()),
+        ) {
             envelopes.push(envelope);
         }
     }

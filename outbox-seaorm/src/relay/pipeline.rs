@@ -40,8 +40,8 @@ use tracing::Instrument as _;
 
 use super::config::RelayConfig;
 use super::outage::PublishHealth;
-use super::store::{ClaimedRow, PastInFlight};
 use super::{BatchReport, LockedBatch, Mark, Relay, RelayError, RelayReport, decide};
+use crate::sql::{ClaimedRow, PastInFlight};
 
 /// Publishes `rows` (see [`decide`]) and hands them back with their marks and how long the
 /// publishing took.
@@ -468,7 +468,7 @@ mod tests {
 
     #[test]
     fn rows_behind_an_aggregate_stopped_in_either_batch_before_are_held() {
-        use super::super::store::Unreadable;
+        use crate::sql::Unreadable;
         let row = |seq: i64, aggregate_id: &str| ClaimedRow {
             seq,
             attempts: 0,

@@ -1,11 +1,10 @@
-//! Small helpers for the hand-written SQL of the relay and the operations: identifier
-//! quoting, placeholders per backend, and values bound the way [`crate::schema`] stores them.
+//! [`Sql`]: a statement under construction, text and bound values, with the backend's
+//! placeholders. Every hand-written statement of the crate is built with it.
 
-use chrono::{DateTime, NaiveDateTime, Utc};
 use sea_orm::sea_query::Value;
-use sea_orm::{DbBackend, DbErr, QueryResult, Statement};
-use uuid::Uuid;
+use sea_orm::{DbBackend, Statement};
 
+use super::dialect::{pg_bigint_array, quote_table};
 use crate::table::TableName;
 
 /// A statement under construction: text plus bound values, with the backend's placeholders.
@@ -125,123 +124,10 @@ impl Sql {
     }
 }
 
-/// `{1,2,3}`: a PostgreSQL `bigint[]` literal, bound as text.
-fn pg_bigint_array(seqs: &[i64]) -> String {
-    use std::fmt::Write as _;
-    let mut array = String::with_capacity(2 + seqs.len() * 8);
-    array.push('{');
-    for (i, seq) in seqs.iter().enumerate() {
-        if i > 0 {
-            array.push(',');
-        }
-        // Writing to a String cannot fail.
-        let _ = write!(array, "{seq}");
-    }
-    array.push('}');
-    array
-}
-
-/// `"name"` (PostgreSQL, SQLite) or `` `name` `` (MariaDB). Names are validated identifiers
-/// or constants of this crate, so they contain no quote.
-pub(crate) fn quote(backend: DbBackend, name: &str) -> String {
-    match backend {
-        DbBackend::MySql => format!("`{name}`"),
-        _ => format!("\"{name}\""),
-    }
-}
-
-/// A quoted table name, schema-qualified when configured so.
-pub(crate) fn quote_table(backend: DbBackend, name: &TableName) -> String {
-    match name.schema() {
-        Some(schema) => format!(
-            "{}.{}",
-            quote(backend, schema),
-            quote(backend, name.table())
-        ),
-        None => quote(backend, name.table()),
-    }
-}
-
-/// A timestamp as the schema stores it: `timestamptz`, UTC `datetime(6)`, or fixed-width
-/// RFC 3339 text on SQLite (so that text order is time order).
-pub(crate) fn timestamp(backend: DbBackend, at: DateTime<Utc>) -> Value {
-    match backend {
-        DbBackend::Postgres => Value::ChronoDateTimeUtc(Some(at)),
-        DbBackend::MySql => Value::ChronoDateTime(Some(at.naive_utc())),
-        _ => Value::String(Some(at.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string())),
-    }
-}
-
-/// A UUID as the schema stores it: native on PostgreSQL, hyphenated text elsewhere.
-pub(crate) fn uuid(backend: DbBackend, id: Uuid) -> Value {
-    match backend {
-        DbBackend::Postgres => Value::Uuid(Some(id)),
-        _ => Value::String(Some(id.hyphenated().to_string())),
-    }
-}
-
-/// A string value.
-pub(crate) fn text(value: impl Into<String>) -> Value {
-    Value::String(Some(value.into()))
-}
-
-/// An optional string value.
-pub(crate) fn opt_text(value: Option<String>) -> Value {
-    Value::String(value)
-}
-
-/// Reads a timestamp column written by [`timestamp`] (or by the unit of work).
-pub(crate) fn read_timestamp(
-    row: &QueryResult,
-    column: &str,
-) -> Result<Option<DateTime<Utc>>, DbErr> {
-    if let Ok(value) = row.try_get::<Option<DateTime<Utc>>>("", column) {
-        return Ok(value);
-    }
-    if let Ok(value) = row.try_get::<Option<NaiveDateTime>>("", column) {
-        return Ok(value.map(|naive| naive.and_utc()));
-    }
-    row.try_get::<Option<String>>("", column)?
-        .map(|text| {
-            DateTime::parse_from_rfc3339(&text)
-                .map(|at| at.with_timezone(&Utc))
-                .map_err(|error| DbErr::Type(format!("column `{column}`: {error}")))
-        })
-        .transpose()
-}
-
-/// Reads a UUID column written by [`uuid`].
-pub(crate) fn read_uuid(row: &QueryResult, column: &str) -> Result<Uuid, DbErr> {
-    if let Ok(text) = row.try_get::<String>("", column) {
-        return Uuid::parse_str(&text)
-            .map_err(|error| DbErr::Type(format!("column `{column}`: {error}")));
-    }
-    row.try_get::<Uuid>("", column)
-}
-
-/// Reads an integer column whatever its width (`COUNT(*)` is 64 bits, `int` columns 32).
-pub(crate) fn read_i64(row: &QueryResult, column: &str) -> Result<i64, DbErr> {
-    if let Ok(value) = row.try_get::<i64>("", column) {
-        return Ok(value);
-    }
-    row.try_get::<i32>("", column).map(i64::from)
-}
-
-/// Reads a boolean column: `boolean` on PostgreSQL, `tinyint(1)` on MariaDB, 0 / 1 on
-/// SQLite (whose drivers may hand it back as an integer).
-pub(crate) fn read_bool(row: &QueryResult, pre: &str, column: &str) -> Result<bool, DbErr> {
-    if row.try_as_pg_row().is_some() {
-        return row.try_get::<bool>(pre, column);
-    }
-    if let Ok(value) = row.try_get::<bool>(pre, column) {
-        return Ok(value);
-    }
-    row.try_get::<i64>(pre, column).map(|value| value != 0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sql::dialect::text;
 
     #[test]
     fn placeholders_and_quoting() {

@@ -62,6 +62,11 @@
 
 use std::fmt;
 
+mod derived;
+
+pub use derived::RelayTables;
+pub(crate) use derived::{TableNames, derived, index_name};
+
 /// Longest identifier accepted, in characters: PostgreSQL's `NAMEDATALEN - 1`.
 pub const MAX_IDENTIFIER_LEN: usize = 63;
 
@@ -199,15 +204,6 @@ impl TableName {
         }
     }
 
-    /// A name known to be valid (a constant of this crate).
-    pub(crate) fn trusted(table: &str) -> Self {
-        debug_assert!(check_identifier(table, 0).is_ok());
-        Self {
-            schema: None,
-            table: table.to_owned(),
-        }
-    }
-
     /// The schema (PostgreSQL schema, MariaDB database, SQLite attached database), if
     /// qualified.
     pub fn schema(&self) -> Option<&str> {
@@ -306,7 +302,7 @@ pub struct OutboxColumns {
 }
 
 impl OutboxColumns {
-    const STANDARD: Self = Self {
+    pub(crate) const STANDARD: Self = Self {
         seq: "seq",
         message_id: "message_id",
         event_type: "event_type",

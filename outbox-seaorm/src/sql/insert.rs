@@ -1,34 +1,24 @@
-//! Writing outbox rows. Private on purpose: the only caller is
-//! [`UnitOfWork::commit`](crate::UnitOfWork::commit), so no public API writes an outbox row
-//! outside the business transaction.
+//! Writing outbox rows: the multi-row `INSERT` of a commit. Private on purpose: the only
+//! caller is [`UnitOfWork::commit`](crate::UnitOfWork::commit), so no public API writes an
+//! outbox row outside the business transaction.
 
 use chrono::{DateTime, Utc};
 use outbox_core::Envelope;
 use sea_orm::sea_query::Value;
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend, DbErr, Statement};
-use uuid::Uuid;
 
-use crate::config::{Outbox, PerBackend};
+use super::columns::{self, Column, INSERT_BOUND, Insert};
+use super::dialect::{self, quote, quote_table};
+use crate::backend::{InsertText, max_bind_parameters};
+use crate::config::Outbox;
 use crate::error::CommitError;
 use crate::partition::partition_of;
-use crate::relay::sql::{quote, quote_table};
-use crate::schema::{MAX_KEY_CHARS, OutboxStatus};
+use crate::status::MAX_KEY_CHARS;
 
-/// Bind parameters per row: every column but `status` and `attempts`, which are literals
-/// (`'pending'`, `0`).
-const INSERT_COLUMNS: usize = 17;
+/// Bind parameters per row (every column [`Insert::Bound`]).
+const INSERT_COLUMNS: usize = INSERT_BOUND;
 /// Rough per-row overhead of the statement text and the protocol, in bytes.
 const ROW_OVERHEAD_BYTES: usize = 256;
-
-/// Most bind parameters one statement may carry on `backend`.
-const fn max_bind_parameters(backend: DbBackend) -> usize {
-    match backend {
-        // PostgreSQL's wire protocol and MySQL's COM_STMT_PREPARE count parameters in u16.
-        DbBackend::Postgres | DbBackend::MySql => 65_535,
-        // SQLITE_MAX_VARIABLE_NUMBER's default since SQLite 3.32.
-        _ => 32_766,
-    }
-}
 
 /// Rows per `INSERT` on `backend`: the configured number, capped by the parameter limit.
 pub(crate) fn rows_per_chunk(backend: DbBackend, configured: usize) -> usize {
@@ -41,32 +31,6 @@ pub(crate) fn rows_per_chunk(backend: DbBackend, configured: usize) -> usize {
 pub(crate) struct PreparedRow {
     values: Vec<Value>,
     bytes: usize,
-}
-
-/// How values are bound on one backend (see the column types in [`crate::schema`]).
-#[derive(Clone, Copy)]
-struct Binder(DbBackend);
-
-impl Binder {
-    fn uuid(self, id: Option<Uuid>) -> Value {
-        match self.0 {
-            DbBackend::Postgres => Value::Uuid(id),
-            _ => Value::String(id.map(|id| id.hyphenated().to_string())),
-        }
-    }
-
-    fn timestamp(self, at: DateTime<Utc>) -> Value {
-        match self.0 {
-            DbBackend::Postgres => Value::ChronoDateTimeUtc(Some(at)),
-            DbBackend::MySql => Value::ChronoDateTime(Some(at.naive_utc())),
-            _ => Value::String(Some(sqlite_timestamp(at))),
-        }
-    }
-}
-
-/// `YYYY-MM-DDTHH:MM:SS.ffffffZ`: fixed width, so text order is time order.
-pub(crate) fn sqlite_timestamp(at: DateTime<Utc>) -> String {
-    at.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
 }
 
 fn check_length(envelope: &Envelope, field: &'static str, value: &str) -> Result<(), CommitError> {
@@ -115,7 +79,6 @@ pub(crate) fn prepare(
         Some(job) => (job.worker_key_ref().map(str::to_owned), job.is_retryable()),
         None => (None, true),
     };
-    let bind = Binder(backend);
     let partition = partition_of(&envelope.aggregate_id, outbox.partitions());
     let Envelope {
         message_id,
@@ -143,30 +106,98 @@ pub(crate) fn prepare(
         + tracestate.as_ref().map_or(0, String::len)
         + headers.len()
         + payload.len();
-    let created_at = bind.timestamp(created_at);
-    let values = vec![
-        bind.uuid(Some(message_id)),
-        Value::String(Some(event_type)),
-        // Versions come from `v<N>` with N parsed as u32; clamp rather than wrap.
-        Value::Int(Some(i32::try_from(version).unwrap_or(i32::MAX))),
-        Value::String(Some(aggregate_type)),
-        Value::String(Some(aggregate_id)),
-        Value::Int(Some(i32::try_from(partition).unwrap_or(0))),
-        bind.uuid(correlation_id),
-        bind.uuid(causation_id),
-        Value::String(traceparent),
-        Value::String(tracestate),
-        Value::String(Some(headers)),
-        bind.timestamp(occurred_at),
-        Value::String(Some(payload)),
-        // next_attempt_at: a new row is due at once.
-        created_at.clone(),
-        created_at,
-        Value::String(worker_key),
-        Value::Bool(Some(retryable)),
-    ];
+    let mut row = RowValues {
+        message_id: Some(dialect::uuid(backend, message_id)),
+        event_type: Some(event_type),
+        version,
+        aggregate_type: Some(aggregate_type),
+        aggregate_id: Some(aggregate_id),
+        partition,
+        correlation_id: correlation_id.map(|id| dialect::uuid(backend, id)),
+        causation_id: causation_id.map(|id| dialect::uuid(backend, id)),
+        traceparent,
+        tracestate,
+        headers: Some(headers),
+        occurred_at: dialect::timestamp(backend, occurred_at),
+        payload: Some(payload),
+        created_at: dialect::timestamp(backend, created_at),
+        worker_key,
+        retryable,
+    };
+    let values: Vec<Value> = ALL_BOUND
+        .iter()
+        .map(|&column| row.take(backend, column))
+        .collect();
     debug_assert_eq!(values.len(), INSERT_COLUMNS);
     Ok(PreparedRow { values, bytes })
+}
+
+/// The bound columns of an `INSERT`, in order.
+const ALL_BOUND: [Column; INSERT_BOUND] = {
+    let mut bound = [Column::Seq; INSERT_BOUND];
+    let mut next = 0;
+    let mut index = 0;
+    while index < columns::ALL.len() {
+        if matches!(columns::ALL[index].insert(), Insert::Bound) {
+            bound[next] = columns::ALL[index];
+            next += 1;
+        }
+        index += 1;
+    }
+    bound
+};
+
+/// One row's values, each taken once by [`take`](Self::take) in [`ALL_BOUND`]'s order.
+struct RowValues {
+    message_id: Option<Value>,
+    event_type: Option<String>,
+    version: u32,
+    aggregate_type: Option<String>,
+    aggregate_id: Option<String>,
+    partition: u32,
+    correlation_id: Option<Value>,
+    causation_id: Option<Value>,
+    traceparent: Option<String>,
+    tracestate: Option<String>,
+    headers: Option<String>,
+    occurred_at: Value,
+    payload: Option<String>,
+    created_at: Value,
+    worker_key: Option<String>,
+    retryable: bool,
+}
+
+impl RowValues {
+    /// The value bound to `column`.
+    fn take(&mut self, backend: DbBackend, column: Column) -> Value {
+        let null_uuid = || dialect::opt_uuid(backend, None);
+        match column {
+            Column::MessageId => self.message_id.take().unwrap_or_else(null_uuid),
+            Column::EventType => Value::String(self.event_type.take()),
+            // Versions come from `v<N>` with N parsed as u32; clamp rather than wrap.
+            Column::Version => Value::Int(Some(i32::try_from(self.version).unwrap_or(i32::MAX))),
+            Column::AggregateType => Value::String(self.aggregate_type.take()),
+            Column::AggregateId => Value::String(self.aggregate_id.take()),
+            Column::Partition => Value::Int(Some(i32::try_from(self.partition).unwrap_or(0))),
+            Column::CorrelationId => self.correlation_id.take().unwrap_or_else(null_uuid),
+            Column::CausationId => self.causation_id.take().unwrap_or_else(null_uuid),
+            Column::Traceparent => Value::String(self.traceparent.take()),
+            Column::Tracestate => Value::String(self.tracestate.take()),
+            Column::Headers => Value::String(self.headers.take()),
+            Column::OccurredAt => self.occurred_at.clone(),
+            Column::Payload => Value::String(self.payload.take()),
+            // A new row is due at once.
+            Column::NextAttemptAt | Column::CreatedAt => self.created_at.clone(),
+            Column::WorkerKey => Value::String(self.worker_key.take()),
+            Column::Retryable => Value::Bool(Some(self.retryable)),
+            // Not bound (see `Column::insert`).
+            Column::Seq
+            | Column::Status
+            | Column::Attempts
+            | Column::LastError
+            | Column::PublishedAt => Value::String(None),
+        }
+    }
 }
 
 /// Splits rows into chunks of at most `max_rows` rows and, unless a single row is larger,
@@ -194,78 +225,39 @@ pub(crate) fn chunk(
     chunks
 }
 
-/// The outbox `INSERT` text of one [`Outbox`] on one backend, built once (table and column
-/// names are fixed by the configuration) and kept on the `Outbox`: a commit only appends
-/// the placeholders of a multi-row chunk, and a one-row commit (the common case) copies
-/// the whole statement.
-#[derive(Debug, Default)]
-pub(crate) struct InsertSql {
-    backends: PerBackend<BackendInsertSql>,
-}
-
-#[derive(Debug)]
-struct BackendInsertSql {
-    /// `INSERT INTO <table> (<columns>) VALUES `.
-    prefix: String,
-    /// The prefix and one row's placeholders.
-    one_row: String,
-}
-
-impl InsertSql {
-    fn get(&self, backend: DbBackend, outbox: &Outbox) -> &BackendInsertSql {
-        self.backends.get_or_init(backend, || {
-            let prefix = insert_prefix(backend, outbox);
-            let mut one_row = prefix.clone();
-            push_row(&mut one_row, backend, 0);
-            BackendInsertSql { prefix, one_row }
-        })
+/// The text of an `INSERT` of `rows` rows of `outbox` on `backend`. The text of one row is
+/// built once per backend (table and column names are fixed by the configuration) and kept
+/// on the `Outbox` ([`crate::backend::StatementCache`]): a commit only appends the
+/// placeholders of a multi-row chunk, and a one-row commit (the common case) copies the
+/// whole statement.
+fn insert_text(backend: DbBackend, outbox: &Outbox, rows: usize) -> String {
+    let sql = outbox.statements().outbox_insert.get_or_init(backend, || {
+        let prefix = insert_prefix(backend, outbox);
+        let mut one_row = prefix.clone();
+        push_row(&mut one_row, backend, 0);
+        InsertText { prefix, one_row }
+    });
+    if rows == 1 {
+        return sql.one_row.clone();
     }
-
-    /// The text of an `INSERT` of `rows` rows.
-    fn text(&self, backend: DbBackend, outbox: &Outbox, rows: usize) -> String {
-        let sql = self.get(backend, outbox);
-        if rows == 1 {
-            return sql.one_row.clone();
+    let per_row = sql.one_row.len() - sql.prefix.len() + 2 * INSERT_COLUMNS;
+    let mut text = String::with_capacity(sql.prefix.len() + rows * per_row);
+    text.push_str(&sql.prefix);
+    for row in 0..rows {
+        if row > 0 {
+            text.push_str(", ");
         }
-        let per_row = sql.one_row.len() - sql.prefix.len() + 2 * INSERT_COLUMNS;
-        let mut text = String::with_capacity(sql.prefix.len() + rows * per_row);
-        text.push_str(&sql.prefix);
-        for row in 0..rows {
-            if row > 0 {
-                text.push_str(", ");
-            }
-            push_row(&mut text, backend, row * INSERT_COLUMNS);
-        }
-        text
+        push_row(&mut text, backend, row * INSERT_COLUMNS);
     }
+    text
 }
 
 /// `INSERT INTO <table> (<columns>) VALUES `.
 fn insert_prefix(backend: DbBackend, outbox: &Outbox) -> String {
-    let c = outbox.columns();
-    let columns = [
-        c.message_id,
-        c.event_type,
-        c.version,
-        c.aggregate_type,
-        c.aggregate_id,
-        c.partition,
-        c.correlation_id,
-        c.causation_id,
-        c.traceparent,
-        c.tracestate,
-        c.headers,
-        c.occurred_at,
-        c.payload,
-        c.next_attempt_at,
-        c.created_at,
-        c.worker_key,
-        c.retryable,
-        c.status,
-        c.attempts,
-    ]
-    .map(|column| quote(backend, column))
-    .join(", ");
+    let columns = columns::inserted()
+        .map(|column| quote(backend, column.name(outbox.columns())))
+        .collect::<Vec<_>>()
+        .join(", ");
     format!(
         "INSERT INTO {} ({columns}) VALUES ",
         quote_table(backend, outbox.outbox_table())
@@ -273,23 +265,21 @@ fn insert_prefix(backend: DbBackend, outbox: &Outbox) -> String {
 }
 
 /// Appends one row's placeholders, numbered from `first + 1` on PostgreSQL, in the order of
-/// [`prepare`]'s values, then the literals of `status` and `attempts`.
+/// [`ALL_BOUND`], then the literals (`status`, `attempts`).
 fn push_row(text: &mut String, backend: DbBackend, first: usize) {
-    /// Positions (0-based) of the JSON columns: `headers` and `payload`.
-    const JSON: [usize; 2] = [10, 12];
     text.push('(');
-    for column in 0..INSERT_COLUMNS {
-        if column > 0 {
+    for (position, column) in ALL_BOUND.iter().enumerate() {
+        if position > 0 {
             text.push_str(", ");
         }
         match backend {
             DbBackend::Postgres => {
-                let json = JSON.contains(&column);
+                let json = column.is_json();
                 if json {
                     text.push_str("CAST(");
                 }
                 text.push('$');
-                push_number(text, first + column + 1);
+                push_number(text, first + position + 1);
                 if json {
                     text.push_str(" AS jsonb)");
                 }
@@ -297,9 +287,13 @@ fn push_row(text: &mut String, backend: DbBackend, first: usize) {
             _ => text.push('?'),
         }
     }
-    text.push_str(", '");
-    text.push_str(OutboxStatus::Pending.as_str());
-    text.push_str("', 0)");
+    for column in columns::ALL {
+        if let Insert::Literal(literal) = column.insert() {
+            text.push_str(", ");
+            text.push_str(literal);
+        }
+    }
+    text.push(')');
 }
 
 fn push_number(text: &mut String, n: usize) {
@@ -309,7 +303,7 @@ fn push_number(text: &mut String, n: usize) {
 }
 
 fn insert_statement(backend: DbBackend, outbox: &Outbox, rows: Vec<PreparedRow>) -> Statement {
-    let sql = outbox.insert_sql().text(backend, outbox, rows.len());
+    let sql = insert_text(backend, outbox, rows.len());
     let mut values = Vec::with_capacity(rows.len() * INSERT_COLUMNS);
     for row in rows {
         values.extend(row.values);
@@ -423,8 +417,7 @@ mod tests {
     #[test]
     fn insert_text_per_backend() {
         let outbox = Outbox::default();
-        let sql = InsertSql::default();
-        let one = sql.text(DbBackend::Postgres, &outbox, 1);
+        let one = insert_text(DbBackend::Postgres, &outbox, 1);
         assert_eq!(
             one,
             "INSERT INTO \"outbox\" (\"message_id\", \"event_type\", \"version\", \
@@ -435,22 +428,23 @@ mod tests {
              ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, CAST($11 AS jsonb), $12, \
              CAST($13 AS jsonb), $14, $15, $16, $17, 'pending', 0)"
         );
-        let two = sql.text(DbBackend::Postgres, &outbox, 2);
+        let two = insert_text(DbBackend::Postgres, &outbox, 2);
         assert!(two.starts_with(&one));
         assert!(two.ends_with(
             ", ($18, $19, $20, $21, $22, $23, $24, $25, $26, $27, CAST($28 AS jsonb), $29, \
              CAST($30 AS jsonb), $31, $32, $33, $34, 'pending', 0)"
         ));
-        let mysql = sql.text(DbBackend::MySql, &outbox, 2);
+        let mysql = insert_text(DbBackend::MySql, &outbox, 2);
         assert!(mysql.starts_with("INSERT INTO `outbox` (`message_id`, "));
         assert_eq!(mysql.matches('?').count(), 2 * INSERT_COLUMNS);
-        let sqlite = sql.text(DbBackend::Sqlite, &outbox, 3);
+        let sqlite = insert_text(DbBackend::Sqlite, &outbox, 3);
         assert_eq!(sqlite.matches('?').count(), 3 * INSERT_COLUMNS);
         assert_eq!(sqlite.matches("'pending', 0)").count(), 3);
     }
 
     #[test]
     fn sqlite_timestamps_are_fixed_width() {
+        use crate::sql::dialect::sqlite_timestamp;
         let at: DateTime<Utc> = "2026-01-02T03:04:05Z".parse().unwrap();
         assert_eq!(sqlite_timestamp(at), "2026-01-02T03:04:05.000000Z");
         let at: DateTime<Utc> = "2026-01-02T03:04:05.123456Z".parse().unwrap();

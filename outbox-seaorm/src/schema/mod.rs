@@ -65,301 +65,27 @@
 //! SQLite's attached-database qualification does not fit its index syntax and is rejected
 //! by [`create_statements`] with [`DbErr::Custom`].
 
-use sea_orm::sea_query::{
-    self, Alias, ColumnDef, ConditionalStatement as _, Expr, ExprTrait as _, Index,
-    IndexCreateStatement, Table, TableCreateStatement, TableDropStatement,
-};
+use sea_orm::sea_query::{Table, TableDropStatement};
 use sea_orm::{ConnectionTrait, DbBackend, DbErr};
 
+mod dead_letter;
+mod inbox;
+mod outbox;
+mod parked;
+mod relay;
+mod types;
+
+pub(crate) use dead_letter::drop_statement as drop_dead_letter_statement;
+pub(crate) use parked::drop_statement as drop_parked_statement;
+pub(crate) use relay::drop_statements as drop_relay_statements;
+
 use crate::config::Outbox;
-use crate::partition::fnv1a_64;
-use crate::table::{MAX_IDENTIFIER_LEN, TableName, inbox_columns};
+use crate::sql::dialect::table_ref;
+use crate::table::TableName;
+#[cfg(test)]
+use crate::table::index_name;
 
-/// Longest `event_type`, `aggregate_type`, `aggregate_id` and inbox `consumer`, in
-/// characters (`varchar(255)`). A commit checks it before writing.
-pub const MAX_KEY_CHARS: usize = 255;
-
-/// The publication state of an outbox row (the `status` column).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum OutboxStatus {
-    /// Written, not yet published: the relay's work.
-    Pending,
-    /// Published to the broker.
-    Published,
-    /// Given up on by the relay: too many transient failures, or a permanent one.
-    /// Waits for an operator (requeue or skip).
-    Dead,
-    /// Given up on by an operator (`skip`, recorded in the operator log): never published,
-    /// never blocks its aggregate.
-    Skipped,
-    /// A row whose `retryable` flag is off failed once (job-queue mode, see
-    /// [`crate::job`]): never retried, never claimed again, never purged; the relay raised
-    /// its alert hook. Waits for a person (requeue or skip, both recorded). Holds back its
-    /// aggregate under [`DeadLetterPolicy::Block`](outbox_core::policy::DeadLetterPolicy::Block)
-    /// like a dead row.
-    Failed,
-}
-
-impl OutboxStatus {
-    /// The value stored in the `status` column.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Published => "published",
-            Self::Dead => "dead",
-            Self::Skipped => "skipped",
-            Self::Failed => "failed",
-        }
-    }
-
-    /// Parses a `status` column value.
-    pub fn parse(value: &str) -> Option<Self> {
-        match value {
-            "pending" => Some(Self::Pending),
-            "published" => Some(Self::Published),
-            "dead" => Some(Self::Dead),
-            "skipped" => Some(Self::Skipped),
-            "failed" => Some(Self::Failed),
-            _ => None,
-        }
-    }
-}
-
-impl std::fmt::Display for OutboxStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A `sea_query` table reference for a validated name.
-pub(crate) fn table_ref(name: &TableName) -> sea_query::TableRef {
-    let table = Alias::new(name.table());
-    let name: sea_query::TableName = match name.schema() {
-        Some(schema) => (Alias::new(schema), table).into(),
-        None => table.into(),
-    };
-    sea_query::TableRef::Table(name, None)
-}
-
-/// `<table>_<suffix>`, shortened with a hash of the table name when over 63 characters.
-fn index_name(table: &TableName, suffix: &str) -> String {
-    let full = format!("{}_{suffix}", table.table());
-    if full.len() <= MAX_IDENTIFIER_LEN {
-        return full;
-    }
-    let hash = fnv1a_64(table.table().as_bytes()) as u32;
-    let keep = MAX_IDENTIFIER_LEN - suffix.len() - 10;
-    // Validated table names are ASCII, so any byte index is a character boundary.
-    let prefix = table.table().get(..keep).unwrap_or_default();
-    format!("{prefix}_{hash:08x}_{suffix}")
-}
-
-#[derive(Clone, Copy)]
-enum Kind {
-    Id,
-    Uuid,
-    Key,
-    WorkerKey,
-    Bool,
-    Status,
-    Int,
-    Text,
-    Json,
-    Timestamp,
-}
-
-fn column(backend: DbBackend, name: &str, kind: Kind) -> ColumnDef {
-    let mut def = ColumnDef::new(Alias::new(name));
-    let custom = |def: &mut ColumnDef, ty: &str| {
-        def.custom(Alias::new(ty));
-    };
-    match (backend, kind) {
-        (_, Kind::Id) => {
-            def.big_integer().not_null().auto_increment().primary_key();
-        }
-        (DbBackend::Postgres, Kind::Uuid) => custom(&mut def, "uuid"),
-        (DbBackend::MySql, Kind::Uuid) => custom(&mut def, "char(36)"),
-        (DbBackend::Postgres | DbBackend::MySql, Kind::Key) => custom(&mut def, "varchar(255)"),
-        (DbBackend::Postgres | DbBackend::MySql, Kind::Status) => custom(&mut def, "varchar(16)"),
-        (DbBackend::Postgres | DbBackend::MySql, Kind::WorkerKey) => {
-            custom(&mut def, "varchar(100)")
-        }
-        (_, Kind::Bool) => custom(&mut def, "boolean"),
-        (DbBackend::MySql, Kind::Int) => custom(&mut def, "int"),
-        (_, Kind::Int) => custom(&mut def, "integer"),
-        (DbBackend::Postgres, Kind::Json) => custom(&mut def, "jsonb"),
-        (DbBackend::MySql, Kind::Json) => custom(&mut def, "json"),
-        (DbBackend::Postgres, Kind::Timestamp) => custom(&mut def, "timestamptz"),
-        (DbBackend::MySql, Kind::Timestamp) => custom(&mut def, "datetime(6)"),
-        _ => custom(&mut def, "text"),
-    }
-    def
-}
-
-fn not_null(mut def: ColumnDef) -> ColumnDef {
-    def.not_null();
-    def
-}
-
-fn null(mut def: ColumnDef) -> ColumnDef {
-    def.null();
-    def
-}
-
-fn mysql_options(table: &mut TableCreateStatement, backend: DbBackend) {
-    if backend == DbBackend::MySql {
-        table
-            .engine("InnoDB")
-            .character_set("utf8mb4")
-            .collate("utf8mb4_bin");
-    }
-}
-
-/// The outbox table's `CREATE TABLE IF NOT EXISTS` and `CREATE INDEX IF NOT EXISTS`
-/// statements (MariaDB: indexes inside the `CREATE TABLE`).
-fn outbox_statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
-    let c = outbox.columns();
-    let name = outbox.outbox_table();
-    let col = |n, k| column(backend, n, k);
-    let mut table = Table::create();
-    table
-        .table(table_ref(name))
-        .if_not_exists()
-        .col(col(c.seq, Kind::Id))
-        .col(not_null(col(c.message_id, Kind::Uuid)))
-        .col(not_null(col(c.event_type, Kind::Key)))
-        .col(not_null(col(c.version, Kind::Int)))
-        .col(not_null(col(c.aggregate_type, Kind::Key)))
-        .col(not_null(col(c.aggregate_id, Kind::Key)))
-        .col(not_null(col(c.partition, Kind::Int)))
-        .col(null(col(c.correlation_id, Kind::Uuid)))
-        .col(null(col(c.causation_id, Kind::Uuid)))
-        .col(null(col(c.traceparent, Kind::Text)))
-        .col(null(col(c.tracestate, Kind::Text)))
-        .col(not_null(col(c.headers, Kind::Json)))
-        .col(not_null(col(c.occurred_at, Kind::Timestamp)))
-        .col(not_null(col(c.payload, Kind::Json)))
-        .col({
-            let mut def = not_null(col(c.status, Kind::Status));
-            def.check(Expr::col(Alias::new(c.status)).is_in([
-                OutboxStatus::Pending.as_str(),
-                OutboxStatus::Published.as_str(),
-                OutboxStatus::Dead.as_str(),
-                OutboxStatus::Skipped.as_str(),
-                OutboxStatus::Failed.as_str(),
-            ]));
-            def
-        })
-        .col({
-            let mut def = not_null(col(c.attempts, Kind::Int));
-            def.default(0);
-            def
-        })
-        .col(not_null(col(c.next_attempt_at, Kind::Timestamp)))
-        .col(null(col(c.last_error, Kind::Text)))
-        .col(null(col(c.published_at, Kind::Timestamp)))
-        .col(not_null(col(c.created_at, Kind::Timestamp)))
-        // Job-queue columns (unreleased v0.1.0: added to the initial table rather than by a
-        // migration of their own).
-        .col(null(col(c.worker_key, Kind::WorkerKey)))
-        .col({
-            let mut def = not_null(col(c.retryable, Kind::Bool));
-            def.default(true);
-            def
-        });
-    mysql_options(&mut table, backend);
-
-    let unique = {
-        let mut index = Index::create();
-        index
-            .name(index_name(name, "message_id_key"))
-            .table(table_ref(name))
-            .col(Alias::new(c.message_id))
-            .unique();
-        index
-    };
-    let pending: [(&str, Vec<&str>); 4] = [
-        ("pending_seq_idx", vec![c.seq]),
-        ("pending_partition_idx", vec![c.partition, c.seq]),
-        (
-            "pending_aggregate_idx",
-            vec![c.aggregate_type, c.aggregate_id, c.seq],
-        ),
-        // Keyed relays: the claim's cost follows the pending rows of their worker keys.
-        ("pending_worker_key_idx", vec![c.worker_key, c.seq]),
-    ];
-    let mut indexes = vec![unique];
-    for (suffix, columns) in pending {
-        let mut index = Index::create();
-        index.name(index_name(name, suffix)).table(table_ref(name));
-        if backend == DbBackend::MySql {
-            // No partial indexes: lead with `status` so pending rows are one key range.
-            index.col(Alias::new(c.status));
-        } else {
-            index.and_where(Expr::col(Alias::new(c.status)).eq(OutboxStatus::Pending.as_str()));
-            if suffix == "pending_worker_key_idx" {
-                // Rows without a worker key (broker relays) cost this index nothing.
-                index.and_where(Expr::col(Alias::new(c.worker_key)).is_not_null());
-            }
-        }
-        for column in columns {
-            index.col(Alias::new(column));
-        }
-        indexes.push(index);
-    }
-    with_indexes(backend, table, indexes)
-}
-
-fn inbox_statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
-    let name = outbox.inbox_table();
-    let col = |n, k| column(backend, n, k);
-    let mut table = Table::create();
-    table
-        .table(table_ref(name))
-        .if_not_exists()
-        .col(not_null(col(inbox_columns::MESSAGE_ID, Kind::Uuid)))
-        .col(not_null(col(inbox_columns::CONSUMER, Kind::Key)))
-        .col(not_null(col(inbox_columns::EVENT_TYPE, Kind::Key)))
-        .col(not_null(col(inbox_columns::RECEIVED_AT, Kind::Timestamp)))
-        .col(null(col(inbox_columns::PROCESSED_AT, Kind::Timestamp)))
-        .primary_key(
-            Index::create()
-                .name(index_name(name, "pkey"))
-                .col(Alias::new(inbox_columns::MESSAGE_ID))
-                .col(Alias::new(inbox_columns::CONSUMER)),
-        );
-    mysql_options(&mut table, backend);
-    let mut received = Index::create();
-    received
-        .name(index_name(name, "received_at_idx"))
-        .table(table_ref(name))
-        .col(Alias::new(inbox_columns::RECEIVED_AT));
-    with_indexes(backend, table, vec![received])
-}
-
-/// Renders the table and its indexes: on MariaDB the indexes go inside `CREATE TABLE`
-/// (MySQL has no `CREATE INDEX IF NOT EXISTS`), elsewhere they follow as
-/// `CREATE INDEX IF NOT EXISTS`.
-fn with_indexes(
-    backend: DbBackend,
-    mut table: TableCreateStatement,
-    indexes: Vec<IndexCreateStatement>,
-) -> Vec<String> {
-    if backend == DbBackend::MySql {
-        for mut index in indexes {
-            table.index(&mut index);
-        }
-        vec![backend.build(&table).to_string()]
-    } else {
-        let mut statements = vec![backend.build(&table).to_string()];
-        statements.extend(indexes.into_iter().map(|mut index| {
-            index.if_not_exists();
-            backend.build(&index).to_string()
-        }));
-        statements
-    }
-}
+pub use crate::status::{MAX_KEY_CHARS, OutboxStatus};
 
 fn check_backend(backend: DbBackend, outbox: &Outbox) -> Result<(), DbErr> {
     if backend == DbBackend::Sqlite
@@ -396,17 +122,17 @@ pub(crate) fn statements(
     check_backend(backend, outbox)?;
     let mut statements = Vec::new();
     if matches!(tables, Tables::Outbox | Tables::Both) {
-        statements.extend(outbox_statements(backend, outbox));
+        statements.extend(outbox::statements(backend, outbox));
     }
     if matches!(tables, Tables::Inbox | Tables::Both) {
-        statements.extend(inbox_statements(backend, outbox));
+        statements.extend(inbox::statements(backend, outbox));
     }
     if matches!(tables, Tables::Relay | Tables::Both) {
-        statements.extend(crate::relay::tables::statements(backend, outbox));
+        statements.extend(relay::statements(backend, outbox));
     }
     if matches!(tables, Tables::InboxDeadLetters | Tables::Both) {
-        statements.extend(crate::inbox::dead_letter::statements(backend, outbox));
-        statements.extend(crate::inbox::parked::statements(backend, outbox));
+        statements.extend(dead_letter::statements(backend, outbox));
+        statements.extend(parked::statements(backend, outbox));
     }
     Ok(statements)
 }

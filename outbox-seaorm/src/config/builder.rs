@@ -1,0 +1,220 @@
+//! [`OutboxBuilder`]: the only constructor of an [`Outbox`], with the defaults of every
+//! setting and their validation.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use outbox_core::EnvelopeConfig;
+use outbox_core::clock::{Clock, SystemClock};
+
+use super::error::ConfigError;
+use super::job::Job;
+use super::{
+    DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, DEFAULT_INBOX_TABLE, DEFAULT_NOTIFY_CHANNEL,
+    DEFAULT_OUTBOX_TABLE, Outbox, Settings,
+};
+use crate::backend::StatementCache;
+use crate::partition::DEFAULT_PARTITIONS;
+use crate::table::{ColumnNaming, OutboxColumns, TableName, TableNames, validate_identifier};
+use crate::trace::{self, TraceContextSource};
+use crate::wakeup::{Notifier, PostgresWakeup};
+
+/// Builds an [`Outbox`]; every setting has a documented default (see the
+/// [module documentation](self)).
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct OutboxBuilder {
+    outbox_table: String,
+    inbox_table: String,
+    naming: ColumnNaming,
+    partitions: u32,
+    chunk_rows: usize,
+    chunk_bytes: usize,
+    envelope: EnvelopeConfig,
+    clock: Arc<dyn Clock>,
+    notify_channel: Option<String>,
+    wakeup: PostgresWakeup,
+    sqlite_begin_immediate: bool,
+    trace_source: TraceContextSource,
+    jobs: Vec<Job>,
+}
+
+impl Default for OutboxBuilder {
+    fn default() -> Self {
+        Self {
+            outbox_table: DEFAULT_OUTBOX_TABLE.to_owned(),
+            inbox_table: DEFAULT_INBOX_TABLE.to_owned(),
+            naming: ColumnNaming::Standard,
+            partitions: DEFAULT_PARTITIONS,
+            chunk_rows: DEFAULT_CHUNK_ROWS,
+            chunk_bytes: DEFAULT_CHUNK_BYTES,
+            envelope: EnvelopeConfig::default(),
+            clock: Arc::new(SystemClock),
+            notify_channel: Some(DEFAULT_NOTIFY_CHANNEL.to_owned()),
+            wakeup: PostgresWakeup::default(),
+            sqlite_begin_immediate: true,
+            trace_source: trace::default_source(),
+            jobs: Vec::new(),
+        }
+    }
+}
+
+impl OutboxBuilder {
+    /// The outbox table: `table` or `schema.table` (default `outbox`). Validated by
+    /// [`build`](Self::build) as described in [`crate::table`].
+    pub fn outbox_table(mut self, name: impl Into<String>) -> Self {
+        self.outbox_table = name.into();
+        self
+    }
+
+    /// The inbox table (default `inbox`), validated like the outbox table.
+    pub fn inbox_table(mut self, name: impl Into<String>) -> Self {
+        self.inbox_table = name.into();
+        self
+    }
+
+    /// How the outbox columns are named (default [`ColumnNaming::Standard`]).
+    pub fn column_naming(mut self, naming: ColumnNaming) -> Self {
+        self.naming = naming;
+        self
+    }
+
+    /// Number of partitions rows are spread over by aggregate id (default 64). Changing it
+    /// moves aggregates between partitions: do it only with no pending rows.
+    pub fn partitions(mut self, partitions: u32) -> Self {
+        self.partitions = partitions;
+        self
+    }
+
+    /// Maximum rows in one multi-row `INSERT` (default 1 000). The backend's bind-parameter
+    /// limit (65 535 on PostgreSQL and MariaDB, 32 766 on SQLite) caps it further.
+    pub fn chunk_rows(mut self, rows: usize) -> Self {
+        self.chunk_rows = rows;
+        self
+    }
+
+    /// Maximum estimated size of one multi-row `INSERT` in bytes (default 4 MiB). Keep it
+    /// well below MariaDB's `max_allowed_packet`. A single row larger than this still goes
+    /// out, alone in its statement.
+    pub fn chunk_bytes(mut self, bytes: usize) -> Self {
+        self.chunk_bytes = bytes;
+        self
+    }
+
+    /// How contracts are encoded (payload size limit).
+    pub fn envelope_config(mut self, config: EnvelopeConfig) -> Self {
+        self.envelope = config;
+        self
+    }
+
+    /// Where `occurred_at`, `created_at` and `next_attempt_at` come from (default
+    /// [`SystemClock`]). Keep a clone of the `Arc` to drive a
+    /// [`ManualClock`](outbox_core::clock::ManualClock) in tests.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The PostgreSQL channel a commit notifies so that listening relays wake up early (how
+    /// and when: [`postgres_wakeup`](Self::postgres_wakeup)); `None` disables notifications
+    /// like [`PostgresWakeup::Off`]. Default `outbox_pending`. Ignored on other backends.
+    pub fn notify_channel(mut self, channel: Option<&str>) -> Self {
+        self.notify_channel = channel.map(str::to_owned);
+        self
+    }
+
+    /// How a commit on PostgreSQL notifies the [`notify_channel`](Self::notify_channel)
+    /// (default [`PostgresWakeup::AfterCommit`] with an 8 ms `min_interval`: after `COMMIT`,
+    /// coalesced, off the caller's path). See [`crate::wakeup`] for the modes and their
+    /// trade-offs. Ignored on other backends.
+    pub fn postgres_wakeup(mut self, wakeup: PostgresWakeup) -> Self {
+        self.wakeup = wakeup;
+        self
+    }
+
+    /// Whether units of work on SQLite start with `BEGIN IMMEDIATE` (default `true`).
+    ///
+    /// SQLite allows one writer at a time. A deferred transaction that reads first and
+    /// writes later can fail with `SQLITE_BUSY` at once, without waiting for the busy
+    /// timeout, when another connection wrote in between; an immediate one takes the write
+    /// lock up front and waits for it (up to the connection's busy timeout) instead.
+    pub fn sqlite_begin_immediate(mut self, immediate: bool) -> Self {
+        self.sqlite_begin_immediate = immediate;
+        self
+    }
+
+    /// The hook that supplies the trace context of a new unit of work (default
+    /// [`trace::default_source`]). See [`crate::trace`].
+    pub fn trace_context_source(mut self, source: TraceContextSource) -> Self {
+        self.trace_source = source;
+        self
+    }
+
+    /// Adds a job entry: the worker key and `retryable` flag that every row of its event
+    /// type gets at commit (job-queue mode, see [`crate::job`]). Event types without an
+    /// entry get no worker key and `retryable = true`. Default: no entries.
+    pub fn job(mut self, job: Job) -> Self {
+        self.jobs.push(job);
+        self
+    }
+
+    /// Validates the settings.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the first rejected setting.
+    pub fn build(self) -> Result<Outbox, ConfigError> {
+        let outbox_table = TableName::new(&self.outbox_table)?;
+        let inbox_table = TableName::new(&self.inbox_table)?;
+        if outbox_table == inbox_table {
+            return Err(ConfigError::SameTable {
+                name: outbox_table.to_string(),
+            });
+        }
+        if self.partitions == 0 || i32::try_from(self.partitions).is_err() {
+            return Err(ConfigError::Partitions {
+                value: self.partitions,
+            });
+        }
+        if self.chunk_rows == 0 {
+            return Err(ConfigError::ZeroChunkLimit {
+                setting: "chunk_rows",
+            });
+        }
+        if self.chunk_bytes == 0 {
+            return Err(ConfigError::ZeroChunkLimit {
+                setting: "chunk_bytes",
+            });
+        }
+        if let Some(channel) = &self.notify_channel {
+            validate_identifier(channel).map_err(|reason| ConfigError::NotifyChannel {
+                name: channel.clone(),
+                reason,
+            })?;
+        }
+        let mut jobs = BTreeMap::new();
+        for job in self.jobs {
+            job.validate()?;
+            let event_type = job.event_type().to_owned();
+            if jobs.insert(event_type.clone(), job).is_some() {
+                return Err(ConfigError::DuplicateJob { event_type });
+            }
+        }
+        Ok(Outbox(Arc::new(Settings {
+            tables: TableNames::derive(outbox_table, inbox_table),
+            naming: self.naming,
+            columns: OutboxColumns::of(self.naming),
+            partitions: self.partitions,
+            chunk_rows: self.chunk_rows,
+            chunk_bytes: self.chunk_bytes,
+            envelope: self.envelope,
+            clock: self.clock,
+            notifier: Notifier::new(self.notify_channel.clone(), self.wakeup),
+            notify_channel: self.notify_channel,
+            wakeup: self.wakeup,
+            sqlite_begin_immediate: self.sqlite_begin_immediate,
+            trace_source: self.trace_source,
+            statements: StatementCache::default(),
+            jobs,
+        })))
+    }
+}

@@ -1,0 +1,67 @@
+//! [`ConfigError`]: why [`OutboxBuilder::build`](super::OutboxBuilder::build) rejected a
+//! setting.
+
+use outbox_core::name::{EventTypeError, WorkerKeyError};
+
+#[cfg(doc)]
+use super::Job;
+use crate::table::{IdentifierProblem, InvalidTableName};
+
+/// A setting of [`OutboxBuilder`] was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A table name is not a valid SQL identifier.
+    #[error(transparent)]
+    TableName(#[from] InvalidTableName),
+    /// The outbox and inbox tables have the same name.
+    #[error("the outbox and inbox tables are both named `{name}`")]
+    SameTable {
+        /// The shared name.
+        name: String,
+    },
+    /// The number of partitions is 0 or above `i32::MAX`.
+    #[error("partitions must be between 1 and {}, got {value}", i32::MAX)]
+    Partitions {
+        /// The rejected value.
+        value: u32,
+    },
+    /// A chunk limit is 0.
+    #[error("`{setting}` must be at least 1")]
+    ZeroChunkLimit {
+        /// `chunk_rows` or `chunk_bytes`.
+        setting: &'static str,
+    },
+    /// The `NOTIFY` channel is not a valid identifier.
+    #[error("invalid NOTIFY channel {name:?}: {reason}")]
+    NotifyChannel {
+        /// The rejected channel.
+        name: String,
+        /// What is wrong with it.
+        reason: IdentifierProblem,
+    },
+    /// A [`Job`]'s event type is not a versioned contract name.
+    #[error("invalid job event type {event_type:?}: {reason}")]
+    JobEventType {
+        /// The rejected event type.
+        event_type: String,
+        /// Which rule of the grammar it breaks.
+        reason: EventTypeError,
+    },
+    /// A [`Job`]'s worker key breaks the worker-key grammar.
+    #[error("invalid worker key {key:?} for job `{event_type}`: {reason}")]
+    WorkerKey {
+        /// The job's event type.
+        event_type: String,
+        /// The rejected key.
+        key: String,
+        /// Which rule it breaks.
+        reason: WorkerKeyError,
+    },
+    /// Two [`Job`] entries for one event type.
+    #[error("two job entries for event type `{event_type}`")]
+    DuplicateJob {
+        /// The event type.
+        event_type: String,
+    },
+}

@@ -1,0 +1,148 @@
+//! [`Job`]: how the rows of one event type are written in job-queue mode (see
+//! [`crate::job`]), as configuration data with its validation.
+
+use outbox_core::IntegrationEvent;
+use outbox_core::name::{EventType, check_worker_key};
+
+use super::error::ConfigError;
+#[cfg(doc)]
+use crate::job::MAX_WORKER_KEY_CHARS;
+
+/// How the rows of one event type are written: their worker key and whether a failed
+/// attempt may be retried. Added to an outbox with
+/// [`OutboxBuilder::job`](crate::OutboxBuilder::job); validated by
+/// [`OutboxBuilder::build`](crate::OutboxBuilder::build).
+///
+/// Defaults: no worker key (`NULL`: only relays without worker keys claim the rows),
+/// retryable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct Job {
+    event_type: String,
+    worker_key: Option<String>,
+    retryable: bool,
+}
+
+impl Job {
+    /// The job entry of event type `event_type` (a versioned contract name, e.g.
+    /// `bookstore.payments.payout-requested.v1`).
+    pub fn new(event_type: impl Into<String>) -> Self {
+        Self {
+            event_type: event_type.into(),
+            worker_key: None,
+            retryable: true,
+        }
+    }
+
+    /// The job entry of contract `C`.
+    pub fn of<C: IntegrationEvent>() -> Self {
+        Self::new(C::EVENT_TYPE)
+    }
+
+    /// The worker key stored on the rows (default none): `[a-z0-9][a-z0-9._-]*`, at most
+    /// [`MAX_WORKER_KEY_CHARS`] characters.
+    pub fn worker_key(mut self, key: impl Into<String>) -> Self {
+        self.worker_key = Some(key.into());
+        self
+    }
+
+    /// Whether a failed attempt may be retried (default `true`). `false`: the first failure
+    /// marks the row `failed` and raises the relay's alert hook (see the
+    /// [job-queue documentation](crate::job)).
+    pub fn retryable(mut self, retryable: bool) -> Self {
+        self.retryable = retryable;
+        self
+    }
+
+    /// The event type.
+    pub fn event_type(&self) -> &str {
+        &self.event_type
+    }
+
+    /// The worker key, if any.
+    pub fn worker_key_ref(&self) -> Option<&str> {
+        self.worker_key.as_deref()
+    }
+
+    /// Whether a failed attempt may be retried.
+    pub fn is_retryable(&self) -> bool {
+        self.retryable
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        EventType::parse(&self.event_type).map_err(|reason| ConfigError::JobEventType {
+            event_type: self.event_type.clone(),
+            reason,
+        })?;
+        if let Some(key) = &self.worker_key {
+            check_worker_key(key).map_err(|reason| ConfigError::WorkerKey {
+                event_type: self.event_type.clone(),
+                key: key.clone(),
+                reason,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Outbox;
+
+    #[test]
+    fn builder_validates_jobs() {
+        let outbox = Outbox::builder()
+            .job(
+                Job::new("shop.payments.payout-requested.v1")
+                    .worker_key("payments")
+                    .retryable(false),
+            )
+            .job(Job::new("shop.notifications.mail-requested.v1").worker_key("notifications.mail"))
+            .build()
+            .unwrap();
+        let payout = outbox.job("shop.payments.payout-requested.v1").unwrap();
+        assert_eq!(payout.worker_key_ref(), Some("payments"));
+        assert!(!payout.is_retryable());
+        assert!(
+            outbox
+                .job("shop.notifications.mail-requested.v1")
+                .unwrap()
+                .is_retryable()
+        );
+        assert!(outbox.job("shop.ordering.order-placed.v1").is_none());
+        assert_eq!(outbox.jobs().count(), 2);
+
+        assert!(matches!(
+            Outbox::builder().job(Job::new("Payout")).build(),
+            Err(ConfigError::JobEventType { event_type, .. }) if event_type == "Payout"
+        ));
+        for bad in [
+            "Payments",
+            "",
+            "pay ments",
+            "pay'; DROP TABLE outbox; --",
+            &"k".repeat(101),
+        ] {
+            let error = Outbox::builder()
+                .job(Job::new("shop.payments.payout-requested.v1").worker_key(bad))
+                .build()
+                .unwrap_err();
+            assert!(
+                matches!(&error, ConfigError::WorkerKey { key, .. } if key == bad),
+                "{bad:?}: {error:?}"
+            );
+            assert!(error.to_string().contains("worker key"), "{error}");
+        }
+        assert_eq!(
+            Outbox::builder()
+                .job(Job::new("shop.payments.payout-requested.v1"))
+                .job(Job::new("shop.payments.payout-requested.v1").retryable(false))
+                .build()
+                .unwrap_err(),
+            ConfigError::DuplicateJob {
+                event_type: "shop.payments.payout-requested.v1".into()
+            }
+        );
+    }
+}

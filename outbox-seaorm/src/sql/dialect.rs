@@ -1,0 +1,236 @@
+//! How each backend spells what the statements need: quoted identifiers, values bound the
+//! way the schema stores them (native `uuid`/`timestamptz` on PostgreSQL, `char(36)`/UTC
+//! `datetime(6)` on MariaDB, text on SQLite) and read back, and the error codes that mean a
+//! lock was not available. Every backend difference of a value lives here.
+
+use chrono::{DateTime, NaiveDateTime, Utc};
+use outbox_core::Payload;
+use sea_orm::sea_query::{self, Alias, Value};
+use sea_orm::{DbBackend, DbErr, QueryResult, RuntimeErr, TryGetable};
+use uuid::Uuid;
+
+use crate::table::TableName;
+
+/// `"name"` (PostgreSQL, SQLite) or `` `name` `` (MariaDB). Names are validated identifiers
+/// or constants of this crate, so they contain no quote.
+pub(crate) fn quote(backend: DbBackend, name: &str) -> String {
+    match backend {
+        DbBackend::MySql => format!("`{name}`"),
+        _ => format!("\"{name}\""),
+    }
+}
+
+/// A quoted table name, schema-qualified when configured so.
+pub(crate) fn quote_table(backend: DbBackend, name: &TableName) -> String {
+    match name.schema() {
+        Some(schema) => format!(
+            "{}.{}",
+            quote(backend, schema),
+            quote(backend, name.table())
+        ),
+        None => quote(backend, name.table()),
+    }
+}
+
+/// A `sea_query` table reference for a validated name.
+pub(crate) fn table_ref(name: &TableName) -> sea_query::TableRef {
+    let table = Alias::new(name.table());
+    let name: sea_query::TableName = match name.schema() {
+        Some(schema) => (Alias::new(schema), table).into(),
+        None => table.into(),
+    };
+    sea_query::TableRef::Table(name, None)
+}
+
+/// A timestamp as the schema stores it: `timestamptz`, UTC `datetime(6)`, or fixed-width
+/// RFC 3339 text on SQLite (so that text order is time order).
+pub(crate) fn timestamp(backend: DbBackend, at: DateTime<Utc>) -> Value {
+    match backend {
+        DbBackend::Postgres => Value::ChronoDateTimeUtc(Some(at)),
+        DbBackend::MySql => Value::ChronoDateTime(Some(at.naive_utc())),
+        _ => Value::String(Some(sqlite_timestamp(at))),
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.ffffffZ`: fixed width, so text order is time order.
+pub(crate) fn sqlite_timestamp(at: DateTime<Utc>) -> String {
+    at.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+}
+
+/// A UUID as the schema stores it: native on PostgreSQL, hyphenated text elsewhere.
+pub(crate) fn uuid(backend: DbBackend, id: Uuid) -> Value {
+    opt_uuid(backend, Some(id))
+}
+
+/// A UUID that may be `NULL`, as [`uuid`] stores it.
+pub(crate) fn opt_uuid(backend: DbBackend, id: Option<Uuid>) -> Value {
+    match backend {
+        DbBackend::Postgres => Value::Uuid(id),
+        _ => Value::String(id.map(|id| id.hyphenated().to_string())),
+    }
+}
+
+/// A string value.
+pub(crate) fn text(value: impl Into<String>) -> Value {
+    Value::String(Some(value.into()))
+}
+
+/// An optional string value.
+pub(crate) fn opt_text(value: Option<String>) -> Value {
+    Value::String(value)
+}
+
+/// The error of a column that holds something it should not.
+pub(crate) fn type_error(column: &str, detail: impl std::fmt::Display) -> DbErr {
+    DbErr::Type(format!("column `{column}`: {detail}"))
+}
+
+/// Reads a value that may be `NULL`.
+pub(crate) fn optional<T: TryGetable>(
+    row: &QueryResult,
+    pre: &str,
+    column: &str,
+) -> Result<Option<T>, DbErr> {
+    row.try_get::<Option<T>>(pre, column)
+}
+
+/// A value that must not be `NULL`.
+pub(crate) fn required<T>(value: Option<T>, column: &str) -> Result<T, DbErr> {
+    value.ok_or_else(|| type_error(column, "unexpected NULL"))
+}
+
+/// Reads a UUID column written by [`uuid`], `NULL` allowed.
+pub(crate) fn read_opt_uuid(
+    row: &QueryResult,
+    pre: &str,
+    column: &str,
+) -> Result<Option<Uuid>, DbErr> {
+    // Native `uuid` on PostgreSQL, hyphenated text elsewhere. The backend is asked first:
+    // a failed `try_get` builds an error message, which a relay would pay for every row.
+    if row.try_as_pg_row().is_some() {
+        return optional::<Uuid>(row, pre, column);
+    }
+    if let Ok(value) = optional::<String>(row, pre, column) {
+        return value
+            .map(|text| Uuid::parse_str(&text).map_err(|error| type_error(column, error)))
+            .transpose();
+    }
+    optional::<Uuid>(row, pre, column)
+}
+
+/// Reads a UUID column written by [`uuid`].
+pub(crate) fn read_uuid(row: &QueryResult, column: &str) -> Result<Uuid, DbErr> {
+    required(read_opt_uuid(row, "", column)?, column)
+}
+
+/// Reads a timestamp column written by [`timestamp`], `NULL` allowed.
+pub(crate) fn read_timestamp_of(
+    row: &QueryResult,
+    pre: &str,
+    column: &str,
+) -> Result<Option<DateTime<Utc>>, DbErr> {
+    // `timestamptz` on PostgreSQL, `datetime(6)` (UTC) on MariaDB, RFC 3339 text on SQLite.
+    if row.try_as_mysql_row().is_some() {
+        return Ok(optional::<NaiveDateTime>(row, pre, column)?.map(|naive| naive.and_utc()));
+    }
+    if let Ok(value) = optional::<DateTime<Utc>>(row, pre, column) {
+        return Ok(value);
+    }
+    if let Ok(value) = optional::<NaiveDateTime>(row, pre, column) {
+        return Ok(value.map(|naive| naive.and_utc()));
+    }
+    optional::<String>(row, pre, column)?
+        .map(|text| {
+            DateTime::parse_from_rfc3339(&text)
+                .map(|at| at.with_timezone(&Utc))
+                .map_err(|error| type_error(column, error))
+        })
+        .transpose()
+}
+
+/// Reads a timestamp column of a statement's own result (no prefix), `NULL` allowed.
+pub(crate) fn read_timestamp(
+    row: &QueryResult,
+    column: &str,
+) -> Result<Option<DateTime<Utc>>, DbErr> {
+    read_timestamp_of(row, "", column)
+}
+
+/// Reads a JSON column: `jsonb` on PostgreSQL, JSON text elsewhere.
+pub(crate) fn read_json(
+    row: &QueryResult,
+    pre: &str,
+    column: &str,
+) -> Result<serde_json::Value, DbErr> {
+    if row.try_as_pg_row().is_some() {
+        return row.try_get::<serde_json::Value>(pre, column);
+    }
+    if let Ok(text) = row.try_get::<String>(pre, column) {
+        return serde_json::from_str(&text).map_err(|error| type_error(column, error));
+    }
+    row.try_get::<serde_json::Value>(pre, column)
+}
+
+/// Reads a JSON column as validated text, not parsed into a tree (see [`Payload`]);
+/// PostgreSQL's `jsonb` goes through a `serde_json::Value`.
+pub(crate) fn read_payload(row: &QueryResult, pre: &str, column: &str) -> Result<Payload, DbErr> {
+    if row.try_as_pg_row().is_none()
+        && let Ok(text) = row.try_get::<String>(pre, column)
+    {
+        return Payload::from_json(text).map_err(|error| type_error(column, error));
+    }
+    read_json(row, pre, column).map(Payload::from)
+}
+
+/// Reads an integer column whatever its width (`COUNT(*)` is 64 bits, `int` columns 32).
+pub(crate) fn read_i64(row: &QueryResult, column: &str) -> Result<i64, DbErr> {
+    if let Ok(value) = row.try_get::<i64>("", column) {
+        return Ok(value);
+    }
+    row.try_get::<i32>("", column).map(i64::from)
+}
+
+/// Reads a boolean column: `boolean` on PostgreSQL, `tinyint(1)` on MariaDB, 0 / 1 on
+/// SQLite (whose drivers may hand it back as an integer).
+pub(crate) fn read_bool(row: &QueryResult, pre: &str, column: &str) -> Result<bool, DbErr> {
+    if row.try_as_pg_row().is_some() {
+        return row.try_get::<bool>(pre, column);
+    }
+    if let Ok(value) = row.try_get::<bool>(pre, column) {
+        return Ok(value);
+    }
+    row.try_get::<i64>(pre, column).map(|value| value != 0)
+}
+
+/// `{1,2,3}`: a PostgreSQL `bigint[]` literal, bound as text.
+pub(crate) fn pg_bigint_array(seqs: &[i64]) -> String {
+    use std::fmt::Write as _;
+    let mut array = String::with_capacity(2 + seqs.len() * 8);
+    array.push('{');
+    for (i, seq) in seqs.iter().enumerate() {
+        if i > 0 {
+            array.push(',');
+        }
+        // Writing to a String cannot fail.
+        let _ = write!(array, "{seq}");
+    }
+    array.push('}');
+    array
+}
+
+/// Whether `error` is a lock that `NOWAIT` did not get: PostgreSQL `55P03`
+/// (`lock_not_available`), MariaDB 1205 (`ER_LOCK_WAIT_TIMEOUT`).
+pub(crate) fn is_lock_not_available(error: &DbErr) -> bool {
+    let (DbErr::Query(RuntimeErr::SqlxError(error)) | DbErr::Exec(RuntimeErr::SqlxError(error))) =
+        error
+    else {
+        return false;
+    };
+    let Some(database) = error.as_database_error() else {
+        return false;
+    };
+    database.code().as_deref() == Some("55P03")
+        || database
+            .try_downcast_ref::<sea_orm::error::SqlxMySqlError>()
+            .is_some_and(|mysql| mysql.number() == 1205)
+}

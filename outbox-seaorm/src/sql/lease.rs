@@ -1,0 +1,298 @@
+//! Leases and relay instances: creating, acquiring, releasing and reading lease rows,
+//! heartbeats, live instances.
+
+use chrono::{DateTime, Utc};
+
+use sea_orm::{ConnectionTrait, DbBackend, DbErr};
+
+use super::dialect::{self, quote};
+
+use super::store::Store;
+
+/// How [`Store::owned`] locks the lease rows it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LeaseLock {
+    /// A plain read.
+    None,
+    /// Share-locked until the transaction ends; waits for a lease being taken over.
+    Share,
+    /// Share-locked, or at once a [lock-not-available](is_lock_not_available) error. For a
+    /// pipelined relay's claim ahead: InnoDB queues a share request behind a waiting
+    /// exclusive one (another relay taking a lease over), which itself waits for the share
+    /// lock of this relay's batch in flight, which the relay marks only once the claim ahead
+    /// returns. The database sees no cycle; `NOWAIT` breaks it.
+    ShareNoWait,
+}
+
+impl Store {
+    /// Creates the lease rows `names` unless they exist.
+    pub(crate) async fn ensure_leases<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        names: &[String],
+    ) -> Result<(), DbErr> {
+        for chunk in names.chunks(256) {
+            let mut sql = self.sql();
+            let verb = if self.backend == DbBackend::MySql {
+                "INSERT IGNORE INTO "
+            } else {
+                "INSERT INTO "
+            };
+            sql.push(verb).table(&self.tables.leases).push(&format!(
+                " ({}, {}, {}) VALUES ",
+                quote(self.backend, "name"),
+                quote(self.backend, "token"),
+                quote(self.backend, "expires_at")
+            ));
+            for (i, name) in chunk.iter().enumerate() {
+                if i > 0 {
+                    sql.push(", ");
+                }
+                sql.push("(")
+                    .bind(dialect::text(name.clone()))
+                    .push(", 0, ")
+                    .bind(self.ts(DateTime::UNIX_EPOCH))
+                    .push(")");
+            }
+            if self.backend != DbBackend::MySql {
+                sql.push(&format!(
+                    " ON CONFLICT ({}) DO NOTHING",
+                    quote(self.backend, "name")
+                ));
+            }
+            conn.execute_raw(sql.build()).await?;
+        }
+        Ok(())
+    }
+
+    /// Takes or renews the leases `names` for `owner` until `until`: those it owns, those
+    /// nobody owns and those whose owner let them expire. Returns the number of rows
+    /// changed.
+    pub(crate) async fn acquire<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        owner: &str,
+        names: &[String],
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<u64, DbErr> {
+        if names.is_empty() {
+            return Ok(0);
+        }
+        let q = |name: &str| quote(self.backend, name);
+        let mut sql = self.sql();
+        // MariaDB evaluates SET assignments left to right on the updated row: `owner` last.
+        sql.push("UPDATE ")
+            .table(&self.tables.leases)
+            .push(&format!(
+                " SET {token} = CASE WHEN {owner} = ",
+                token = q("token"),
+                owner = q("owner")
+            ))
+            .bind(dialect::text(owner))
+            .push(&format!(
+                " THEN {token} ELSE {token} + 1 END, {acq} = CASE WHEN {owner} = ",
+                token = q("token"),
+                acq = q("acquired_at"),
+                owner = q("owner")
+            ))
+            .bind(dialect::text(owner))
+            .push(&format!(" THEN {} ELSE ", q("acquired_at")))
+            .bind(self.ts(now))
+            .push(&format!(" END, {} = ", q("expires_at")))
+            .bind(self.ts(until))
+            .push(&format!(", {} = ", q("owner")))
+            .bind(dialect::text(owner))
+            .push(&format!(" WHERE {} IN (", q("name")))
+            .string_list(names)
+            .push(&format!(") AND ({} = ", q("owner")))
+            .bind(dialect::text(owner))
+            .push(&format!(
+                " OR {} IS NULL OR {} <= ",
+                q("owner"),
+                q("expires_at")
+            ))
+            .bind(self.ts(now))
+            .push(")");
+        Ok(conn.execute_raw(sql.build()).await?.rows_affected())
+    }
+
+    /// Gives up `owner`'s leases among `names` (all of them with `None`).
+    pub(crate) async fn release<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        owner: &str,
+        names: Option<&[String]>,
+        now: DateTime<Utc>,
+    ) -> Result<u64, DbErr> {
+        if names.is_some_and(<[String]>::is_empty) {
+            return Ok(0);
+        }
+        let q = |name: &str| quote(self.backend, name);
+        let mut sql = self.sql();
+        sql.push("UPDATE ")
+            .table(&self.tables.leases)
+            .push(&format!(
+                " SET {} = NULL, {} = ",
+                q("owner"),
+                q("expires_at")
+            ))
+            .bind(self.ts(now))
+            .push(&format!(" WHERE {} = ", q("owner")))
+            .bind(dialect::text(owner));
+        if let Some(names) = names {
+            sql.push(&format!(" AND {} IN (", q("name")))
+                .string_list(names)
+                .push(")");
+        }
+        Ok(conn.execute_raw(sql.build()).await?.rows_affected())
+    }
+
+    /// The leases `owner` holds beyond `valid_after`; with a [`LeaseLock`] other than
+    /// `None`, share-locked until the transaction ends, so that nobody takes them over
+    /// meanwhile (PostgreSQL, MariaDB).
+    pub(crate) async fn owned<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        owner: &str,
+        valid_after: DateTime<Utc>,
+        lock: LeaseLock,
+    ) -> Result<Vec<String>, DbErr> {
+        let q = |name: &str| quote(self.backend, name);
+        let mut sql = self.sql();
+        sql.push(&format!("SELECT {} AS name FROM ", q("name")))
+            .table(&self.tables.leases)
+            .push(&format!(" WHERE {} = ", q("owner")))
+            .bind(dialect::text(owner))
+            .push(&format!(" AND {} > ", q("expires_at")))
+            .bind(self.ts(valid_after));
+        match (lock, self.backend) {
+            (LeaseLock::None, _) | (_, DbBackend::Sqlite) => {}
+            (LeaseLock::Share, DbBackend::Postgres) => {
+                sql.push(" FOR SHARE");
+            }
+            (LeaseLock::ShareNoWait, DbBackend::Postgres) => {
+                sql.push(" FOR SHARE NOWAIT");
+            }
+            (LeaseLock::Share, _) => {
+                sql.push(" LOCK IN SHARE MODE");
+            }
+            (LeaseLock::ShareNoWait, _) => {
+                sql.push(" LOCK IN SHARE MODE NOWAIT");
+            }
+        }
+        let rows = conn.query_all_raw(sql.build()).await?;
+        rows.iter()
+            .map(|row| row.try_get::<String>("", "name"))
+            .collect()
+    }
+
+    // ---- instances -------------------------------------------------------------------
+
+    /// Registers or refreshes the instance `id`, live until `until`; `worker_keys` is its
+    /// comma-separated worker keys (`None` for a relay that claims every row).
+    pub(crate) async fn heartbeat<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        id: &str,
+        description: &str,
+        worker_keys: Option<&str>,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<(), DbErr> {
+        let q = |name: &str| quote(self.backend, name);
+        let mut sql = self.sql();
+        sql.push("INSERT INTO ")
+            .table(&self.tables.instances)
+            .push(&format!(
+                " ({}, {}, {}, {}, {}, {}) VALUES (",
+                q("instance_id"),
+                q("description"),
+                q("started_at"),
+                q("heartbeat_at"),
+                q("expires_at"),
+                q("worker_keys")
+            ));
+        sql.bind(dialect::text(id))
+            .push(", ")
+            .bind(dialect::text(description))
+            .push(", ")
+            .bind(self.ts(now))
+            .push(", ")
+            .bind(self.ts(now))
+            .push(", ")
+            .bind(self.ts(until))
+            .push(", ")
+            .bind(dialect::opt_text(worker_keys.map(str::to_owned)))
+            .push(")");
+        let updates = ["description", "heartbeat_at", "expires_at", "worker_keys"];
+        if self.backend == DbBackend::MySql {
+            let set: Vec<String> = updates
+                .iter()
+                .map(|c| format!("{0} = VALUES({0})", q(c)))
+                .collect();
+            sql.push(" ON DUPLICATE KEY UPDATE ").push(&set.join(", "));
+        } else {
+            let set: Vec<String> = updates
+                .iter()
+                .map(|c| format!("{0} = excluded.{0}", q(c)))
+                .collect();
+            sql.push(&format!(
+                " ON CONFLICT ({}) DO UPDATE SET ",
+                q("instance_id")
+            ))
+            .push(&set.join(", "));
+        }
+        conn.execute_raw(sql.build()).await?;
+        Ok(())
+    }
+
+    /// Ids of the instances live at `now`, sorted: every one, or (`unkeyed_only`) those
+    /// without worker keys — the relays that share partitions and the SQLite relay lease
+    /// by rendezvous hashing (keyed relays never take those leases).
+    pub(crate) async fn live_instances<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        now: DateTime<Utc>,
+        unkeyed_only: bool,
+    ) -> Result<Vec<String>, DbErr> {
+        let q = |name: &str| quote(self.backend, name);
+        let mut sql = self.sql();
+        sql.push(&format!("SELECT {} AS id FROM ", q("instance_id")))
+            .table(&self.tables.instances)
+            .push(&format!(" WHERE {} > ", q("expires_at")))
+            .bind(self.ts(now));
+        if unkeyed_only {
+            sql.push(&format!(" AND {} IS NULL", q("worker_keys")));
+        }
+        sql.push(&format!(" ORDER BY {}", q("instance_id")));
+        let rows = conn.query_all_raw(sql.build()).await?;
+        rows.iter()
+            .map(|row| row.try_get::<String>("", "id"))
+            .collect()
+    }
+
+    /// Removes instance `id` (graceful shutdown), or every instance expired before
+    /// `expired_before`.
+    pub(crate) async fn remove_instances<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        id: Option<&str>,
+        expired_before: DateTime<Utc>,
+    ) -> Result<u64, DbErr> {
+        let q = |name: &str| quote(self.backend, name);
+        let mut sql = self.sql();
+        sql.push("DELETE FROM ").table(&self.tables.instances);
+        match id {
+            Some(id) => {
+                sql.push(&format!(" WHERE {} = ", q("instance_id")))
+                    .bind(dialect::text(id));
+            }
+            None => {
+                sql.push(&format!(" WHERE {} < ", q("expires_at")))
+                    .bind(self.ts(expired_before));
+            }
+        }
+        Ok(conn.execute_raw(sql.build()).await?.rows_affected())
+    }
+}

@@ -1,0 +1,42 @@
+//! Every statement the crate runs against the outbox and its relay tables, one operation
+//! per file, on top of three shared pieces:
+//!
+//! - [`columns`]: the outbox columns in their one order, used by the `INSERT`, every
+//!   `SELECT` and the decoding;
+//! - [`dialect`]: how each backend quotes names and binds and reads values;
+//! - [`statement`]: [`Sql`](statement::Sql), a statement under construction.
+//!
+//! | operation | file |
+//! |---|---|
+//! | a commit's multi-row `INSERT` (and its `NOTIFY`) | `insert.rs` |
+//! | reading rows back as [`OutboxRecord`](crate::record::OutboxRecord)s | `record.rs` |
+//! | the due-row and per-aggregate conditions | `due.rs` |
+//! | claiming rows (relay, fast path) | `claim.rs` |
+//! | decoding claimed rows | `decode.rs` |
+//! | marking rows published or failed | `mark.rs` |
+//! | leases and relay instances | `lease.rs` |
+//! | the inbox, the consumers' dead letters and parked messages | `inbox/` |
+//! | operator actions, status, retention | `ops/` |
+//!
+//! This layer knows tables, columns and backends; it never imports the relay, the inbox
+//! runtime or the operations.
+
+pub(crate) mod columns;
+pub(crate) mod dialect;
+pub(crate) mod statement;
+
+mod claim;
+mod decode;
+mod due;
+pub(crate) mod insert;
+mod lease;
+mod mark;
+mod record;
+mod store;
+
+pub(crate) use claim::{Claim, PastInFlight};
+pub(crate) use decode::{ClaimedRow, Unreadable};
+pub(crate) use dialect::is_lock_not_available;
+pub(crate) use lease::LeaseLock;
+pub(crate) use mark::AfterFailure;
+pub(crate) use store::Store;
