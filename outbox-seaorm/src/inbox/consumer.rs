@@ -17,8 +17,9 @@ use super::hold::{self, Holds};
 use super::parked::{self, NewParked, ParkedMessage};
 use super::{HandlerRegistration, InboxError, InboxOutcome};
 use crate::config::Outbox;
-use crate::ops::Operations;
+use crate::retention::{self, Purge};
 use crate::schema::MAX_KEY_CHARS;
+use crate::sql::Store;
 
 mod redelivery;
 
@@ -937,9 +938,22 @@ impl Consumer {
     /// # Errors
     /// The database's error.
     pub async fn purge_inbox(&self, batch: usize) -> Result<Option<u64>, DbErr> {
-        Operations::new(self.inner.db.clone(), self.inner.outbox.clone())
-            .purge_inbox(self.inner.retention, batch)
-            .await
+        let db = &self.inner.db;
+        let outbox = &self.inner.outbox;
+        let owner = format!("consumer-{}", uuid::Uuid::now_v7());
+        retention::purge(
+            db,
+            outbox,
+            &Store::new(outbox, db.get_database_backend()),
+            Purge {
+                table: retention::Table::Inbox,
+                owner: &owner,
+                retention: self.inner.retention,
+                batch,
+                lease_ttl: std::time::Duration::from_secs(60),
+            },
+        )
+        .await
     }
 
     /// Dead-letters a parked message whose attempts are over (or that cannot be handled),

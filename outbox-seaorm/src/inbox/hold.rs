@@ -12,14 +12,11 @@
 use std::collections::{HashMap, HashSet};
 
 use outbox_core::policy::DeadLetterPolicy;
-use sea_orm::{ConnectionTrait as _, DatabaseConnection, DbErr};
+use sea_orm::{DatabaseConnection, DbErr};
 use tokio::sync::{Mutex, MutexGuard};
 
-use super::{dead_letter, parked};
 use crate::config::Outbox;
-use crate::sql::dialect::{self as sql, quote};
-use crate::sql::statement::Sql;
-use crate::table::TableName;
+use crate::sql::inbox::hold::held_aggregates;
 
 /// An aggregate: type and id.
 pub(crate) type Key<'a> = (&'a str, &'a str);
@@ -69,57 +66,17 @@ pub(crate) struct Source<'a> {
 impl Source<'_> {
     async fn read(&self) -> Result<HashMap<String, HashSet<String>>, DbErr> {
         let mut keys: HashMap<String, HashSet<String>> = HashMap::new();
-        let mut held = self.aggregates(&parked::table(self.outbox), "").await?;
-        if self.policy == DeadLetterPolicy::Block {
-            let q = |name: &str| quote(self.db.get_database_backend(), name);
-            let holding = format!(
-                " AND {} IN ('dead', 'requeued') AND {} IS NOT NULL AND {} IS NOT NULL",
-                q("status"),
-                q("aggregate_type"),
-                q("aggregate_id")
-            );
-            held.extend(
-                self.aggregates(&dead_letter::table(self.outbox), &holding)
-                    .await?,
-            );
-        }
+        let held = held_aggregates(
+            self.db,
+            self.outbox,
+            self.consumer,
+            self.policy == DeadLetterPolicy::Block,
+        )
+        .await?;
         for (aggregate_type, aggregate_id) in held {
             keys.entry(aggregate_type).or_default().insert(aggregate_id);
         }
         Ok(keys)
-    }
-
-    /// The distinct aggregates of the consumer's rows in `table` (the parked messages, or
-    /// the dead letters) that meet `condition` (appended SQL).
-    async fn aggregates(
-        &self,
-        table: &TableName,
-        condition: &str,
-    ) -> Result<Vec<(String, String)>, DbErr> {
-        let backend = self.db.get_database_backend();
-        let q = |name: &str| quote(backend, name);
-        let mut statement = Sql::new(backend);
-        statement
-            .push(&format!(
-                "SELECT DISTINCT {} AS aggregate_type, {} AS aggregate_id FROM ",
-                q("aggregate_type"),
-                q("aggregate_id")
-            ))
-            .table(table)
-            .push(&format!(" WHERE {} = ", q("consumer")))
-            .bind(sql::text(self.consumer))
-            .push(condition);
-        self.db
-            .query_all_raw(statement.build())
-            .await?
-            .iter()
-            .map(|row| {
-                Ok((
-                    row.try_get("", "aggregate_type")?,
-                    row.try_get("", "aggregate_id")?,
-                ))
-            })
-            .collect()
     }
 }
 

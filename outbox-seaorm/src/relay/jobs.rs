@@ -18,9 +18,9 @@ use std::collections::BTreeSet;
 use outbox_core::publish::Publisher;
 
 use super::Relay;
-use super::lease::{lease_worker_key, worker_lease};
 use super::{ClaimedRow, Mark};
 use crate::job::{FailedJob, raise_alert};
+use crate::lease::{lease_worker_key, worker_lease};
 
 /// The lease of each worker key.
 pub(super) fn worker_leases(keys: &BTreeSet<String>) -> Vec<String> {

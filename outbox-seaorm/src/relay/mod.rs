@@ -145,7 +145,6 @@
 pub mod config;
 pub mod fast_path;
 mod jobs;
-pub(crate) mod lease;
 mod listener;
 mod outage;
 mod pipeline;
@@ -171,9 +170,10 @@ pub use tables::RelayTables;
 
 use crate::config::Outbox;
 use crate::job::{AlertHook, SharedAlertHook};
+use crate::lease::{RELAY_LEASE, lease_partition, owner_of, partition_lease};
 use crate::ops::Operations;
+use crate::retention::{self, Purge};
 use crate::sql::{AfterFailure, Claim, ClaimedRow, LeaseLock, PastInFlight, Store};
-use lease::{OUTBOX_CLEANUP_LEASE, RELAY_LEASE, lease_partition, owner_of, partition_lease};
 
 /// Why a relay operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -1130,16 +1130,19 @@ impl<P: Publisher + 'static> Relay<P> {
             return Ok(());
         }
         self.last_purge = Some(Instant::now());
-        let purged = self
-            .operations()
-            .purge_with_lease(
-                OUTBOX_CLEANUP_LEASE,
-                &self.config.instance_id,
+        let purged = retention::purge(
+            &self.db,
+            &self.outbox,
+            &self.store,
+            Purge {
+                table: retention::Table::Outbox,
+                owner: &self.config.instance_id,
                 retention,
-                self.config.purge_batch,
-                self.config.lease_ttl,
-            )
-            .await?;
+                batch: self.config.purge_batch,
+                lease_ttl: self.config.lease_ttl,
+            },
+        )
+        .await?;
         if let Some(rows) = purged
             && rows > 0
         {

@@ -16,7 +16,8 @@
 //! | marking rows published or failed | `mark.rs` |
 //! | leases and relay instances | `lease.rs` |
 //! | the inbox, the consumers' dead letters and parked messages | `inbox/` |
-//! | operator actions, status, retention | `ops/` |
+//! | retention deletes | `retention.rs` |
+//! | operator actions, status | `ops/` |
 //!
 //! This layer knows tables, columns and backends; it never imports the relay, the inbox
 //! runtime or the operations.
@@ -28,10 +29,13 @@ pub(crate) mod statement;
 mod claim;
 mod decode;
 mod due;
+pub(crate) mod inbox;
 pub(crate) mod insert;
 mod lease;
 mod mark;
+pub(crate) mod ops;
 mod record;
+mod retention;
 mod store;
 
 pub(crate) use claim::{Claim, PastInFlight};
@@ -39,4 +43,5 @@ pub(crate) use decode::{ClaimedRow, Unreadable};
 pub(crate) use dialect::is_lock_not_available;
 pub(crate) use lease::LeaseLock;
 pub(crate) use mark::AfterFailure;
+pub(crate) use ops::ActionRow;
 pub(crate) use store::Store;

@@ -12,6 +12,10 @@ use sea_orm::FromQueryResult;
 
 use crate::status::OutboxStatus;
 
+pub(crate) mod dead_letter;
+pub(crate) mod operator_action;
+pub(crate) mod parked;
+
 /// One outbox row: the envelope and the relay's bookkeeping.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]

@@ -1,0 +1,54 @@
+//! [`Operations`]: the operations API of one outbox; its methods live one concern per file
+//! beside it (status, outbox rows and operator actions, consumer dead letters, purge).
+
+use outbox_core::policy::{DeadLetterPolicy, Ordering};
+use sea_orm::DatabaseConnection;
+
+use crate::config::Outbox;
+use crate::sql::Store;
+use crate::table::RelayTables;
+
+/// The operations API for one outbox. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Operations {
+    pub(super) db: DatabaseConnection,
+    pub(super) outbox: Outbox,
+    pub(super) store: Store,
+    pub(super) labels: Vec<metrics::Label>,
+    pub(super) ordering: Ordering,
+    pub(super) dead_letter_policy: DeadLetterPolicy,
+}
+
+impl Operations {
+    /// Operations on `outbox` in `db`.
+    pub fn new(db: DatabaseConnection, outbox: Outbox) -> Self {
+        let store = Store::new(&outbox, db.get_database_backend());
+        let labels = vec![metrics::Label::new(
+            "outbox",
+            outbox.outbox_table().to_string(),
+        )];
+        Self {
+            db,
+            outbox,
+            store,
+            labels,
+            ordering: Ordering::PerAggregate,
+            dead_letter_policy: DeadLetterPolicy::Block,
+        }
+    }
+
+    /// The ordering and dead-letter policy of the relays, which decide what
+    /// [`status`](Self::status) counts as held back (default: the relay's defaults,
+    /// [`Ordering::PerAggregate`] and [`DeadLetterPolicy::Block`]).
+    #[must_use]
+    pub fn with_relay_policy(mut self, ordering: Ordering, dead_letters: DeadLetterPolicy) -> Self {
+        self.ordering = ordering;
+        self.dead_letter_policy = dead_letters;
+        self
+    }
+
+    /// The names of the relay tables.
+    pub fn tables(&self) -> &RelayTables {
+        self.store.tables()
+    }
+}
