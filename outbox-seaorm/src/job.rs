@@ -1,4 +1,4 @@
-//! Job-queue mode (DESIGN §7, seeds/003): with no broker, the outbox table is the queue. A
+//! Job-queue mode: with no broker, the outbox table is the queue. A
 //! relay with a [`JobDispatcher`] as its publisher runs each row as a local job by event type;
 //! **worker keys** say which relays may claim a row; a per-row **`retryable`** flag keeps
 //! side effects that must never run twice automatically (money leaving) from being retried.

@@ -200,11 +200,19 @@ impl fmt::Debug for WakeupTarget {
     }
 }
 
+/// Whether `db` is a PostgreSQL pool (never without the `postgres` feature: no
+/// after-commit wake-up is then ever signalled).
 fn is_postgres_pool(db: &DatabaseConnection) -> bool {
-    matches!(
+    #[cfg(feature = "postgres")]
+    return matches!(
         db.inner,
         sea_orm::DatabaseConnectionType::SqlxPostgresPoolConnection(_)
-    )
+    );
+    #[cfg(not(feature = "postgres"))]
+    {
+        let _ = db;
+        false
+    }
 }
 
 /// Which database a pool talks to: notifications are per database.
@@ -218,6 +226,7 @@ struct DatabaseKey {
 
 impl DatabaseKey {
     /// Only for PostgreSQL pools ([`is_postgres_pool`]).
+    #[cfg(feature = "postgres")]
     fn of(db: &DatabaseConnection) -> Self {
         let options = db.get_postgres_connection_pool().connect_options();
         Self {
@@ -268,6 +277,7 @@ impl Shared {
         let Some(channel) = &self.channel else {
             return;
         };
+        #[cfg(feature = "postgres")]
         if db.get_postgres_connection_pool().is_closed() {
             self.failed.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(channel, "pool closed: outbox wake-up not sent");
@@ -361,6 +371,17 @@ impl Notifier {
     pub(crate) fn signal(&self, db: DatabaseConnection) {
         let shared = &self.shared;
         shared.requested.fetch_add(1, Ordering::Relaxed);
+        // Only PostgreSQL pools are signalled (`is_postgres_pool`).
+        #[cfg(feature = "postgres")]
+        self.signal_pool(db);
+        #[cfg(not(feature = "postgres"))]
+        let _ = db;
+    }
+
+    /// [`signal`](Self::signal) on a PostgreSQL pool.
+    #[cfg(feature = "postgres")]
+    fn signal_pool(&self, db: DatabaseConnection) {
+        let shared = &self.shared;
         let key = DatabaseKey::of(&db);
         let guard = {
             let mut slots = shared.slots();

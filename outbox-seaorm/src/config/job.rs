@@ -6,7 +6,7 @@ use outbox_core::name::{EventType, check_worker_key};
 
 use super::error::ConfigError;
 #[cfg(doc)]
-use crate::job::MAX_WORKER_KEY_CHARS;
+use outbox_core::name::MAX_WORKER_KEY_CHARS;
 
 /// How the rows of one event type are written: their worker key and whether a failed
 /// attempt may be retried. Added to an outbox with

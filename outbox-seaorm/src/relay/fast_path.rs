@@ -52,7 +52,8 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, IsolationLevel};
 use uuid::Uuid;
 
 use super::config::RelayConfig;
-use super::{Mark, RelayError, apply_marks, count_marks, decide};
+use super::decide::{Mark, apply_marks, count_marks, decide};
+use super::report::RelayError;
 use crate::config::Outbox;
 use crate::sql::Store;
 

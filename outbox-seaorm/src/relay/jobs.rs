@@ -17,10 +17,11 @@ use std::collections::BTreeSet;
 
 use outbox_core::publish::Publisher;
 
-use super::Relay;
-use super::{ClaimedRow, Mark};
+use super::core::Core;
+use super::decide::Mark;
 use crate::job::{FailedJob, raise_alert};
 use crate::lease::{lease_worker_key, worker_lease};
+use crate::sql::ClaimedRow;
 
 /// The lease of each worker key.
 pub(super) fn worker_leases(keys: &BTreeSet<String>) -> Vec<String> {
@@ -36,7 +37,7 @@ pub(super) fn owned_worker_keys(owned: &[String]) -> Vec<String> {
         .collect()
 }
 
-impl<P: Publisher + 'static> Relay<P> {
+impl<P: Publisher + 'static> Core<P> {
     /// Whether this relay claims only rows of its worker keys.
     pub(super) fn keyed(&self) -> bool {
         self.config.worker_keys.is_some()
@@ -184,7 +185,11 @@ mod tests {
         }];
         let counters = Counters::default();
         metrics::with_local_recorder(&counters, || {
-            super::super::count_marks(&[metrics::Label::new("outbox", "outbox")], &rows, &marks);
+            crate::relay::decide::count_marks(
+                &[metrics::Label::new("outbox", "outbox")],
+                &rows,
+                &marks,
+            );
         });
         let counts: BTreeMap<String, u64> = counters
             .0

@@ -38,9 +38,13 @@ use sea_orm::DbBackend;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+use super::batch::LockedBatch;
 use super::config::RelayConfig;
+use super::core::Core;
+use super::decide::{Mark, decide};
+use super::leases::Leases;
 use super::outage::PublishHealth;
-use super::{BatchReport, LockedBatch, Mark, Relay, RelayError, RelayReport, decide};
+use super::report::{BatchReport, RelayError, RelayReport};
 use crate::sql::{ClaimedRow, PastInFlight};
 
 /// Publishes `rows` (see [`decide`]) and hands them back with their marks and how long the
@@ -120,7 +124,7 @@ pub(super) struct PipelineReport {
 /// `(aggregate_type, aggregate_id)`.
 type Key = (String, String);
 
-impl<P: Publisher + 'static> Relay<P> {
+impl<P: Publisher + 'static> Core<P> {
     /// Whether batches are pipelined: configured, on PostgreSQL or MariaDB, without the
     /// head-of-aggregate check (which would see the batch in flight as earlier rows), and
     /// with a pool that has a second connection for it.
@@ -141,12 +145,14 @@ impl<P: Publisher + 'static> Relay<P> {
         let listener = backend == DbBackend::Postgres
             && self.config.listen
             && self.outbox.notify_channel().is_some();
-        let available = match backend {
+        let available: u32 = match backend {
+            #[cfg(feature = "postgres")]
             DbBackend::Postgres => self
                 .db
                 .get_postgres_connection_pool()
                 .options()
                 .get_max_connections(),
+            #[cfg(feature = "mysql")]
             DbBackend::MySql => self
                 .db
                 .get_mysql_connection_pool()
@@ -165,14 +171,16 @@ impl<P: Publisher + 'static> Relay<P> {
     /// # Errors
     /// The first [`RelayError`]; the batches marked before it stay marked.
     pub(super) async fn run_pipelined(
-        &mut self,
+        &self,
+        leases: &mut Leases,
         until: Until,
         shutdown: Option<&CancellationToken>,
     ) -> Result<PipelineReport, RelayError> {
-        if self.refresh_due() {
-            self.refresh_leases().await?;
+        if leases.refresh_due(self) {
+            leases.refresh(self).await?;
         }
-        let this = &*self;
+        let this = self;
+        let leases = &*leases;
         // A third connection: the mark of the batch before runs beside the claim ahead.
         let side_by_side = this.spare_connections() >= 3;
         let mut total = RelayReport::default();
@@ -192,7 +200,7 @@ impl<P: Publisher + 'static> Relay<P> {
             let held = behind([&stopped, &stopped_before], &flight.batch.rows);
             let full = flight.batch.rows.len() >= this.config.batch_size;
             let go_on = (full || until == Until::Drained)
-                && !this.refresh_due()
+                && !leases.refresh_due(this)
                 && !shutdown.is_some_and(CancellationToken::is_cancelled);
             let ahead = overlap.claim_ahead();
             // Past what the claim ahead may start: the batch about to be published, and the

@@ -2,7 +2,8 @@
 //!
 //! # Outbox table
 //!
-//! One row per envelope (DESIGN §5); the relay publishes it as it is. Column types:
+//! One row per envelope ([`outbox_core::Envelope`]: its fields are columns); the relay
+//! publishes it as it is. Column types:
 //!
 //! | column | PostgreSQL | MariaDB / MySQL | SQLite |
 //! |---|---|---|---|
@@ -65,6 +66,7 @@
 //! SQLite's attached-database qualification does not fit its index syntax and is rejected
 //! by [`create_statements`] with [`DbErr::Custom`].
 
+#[cfg(feature = "migration")]
 use sea_orm::sea_query::{Table, TableDropStatement};
 use sea_orm::{ConnectionTrait, DbBackend, DbErr};
 
@@ -75,12 +77,17 @@ mod parked;
 mod relay;
 mod types;
 
+#[cfg(feature = "migration")]
 pub(crate) use dead_letter::drop_statement as drop_dead_letter_statement;
+#[cfg(feature = "migration")]
 pub(crate) use parked::drop_statement as drop_parked_statement;
+#[cfg(feature = "migration")]
 pub(crate) use relay::drop_statements as drop_relay_statements;
 
 use crate::config::Outbox;
+#[cfg(feature = "migration")]
 use crate::sql::dialect::table_ref;
+#[cfg(feature = "migration")]
 use crate::table::TableName;
 #[cfg(test)]
 use crate::table::index_name;
@@ -157,6 +164,7 @@ pub fn create_statements(backend: DbBackend, outbox: &Outbox) -> Result<Vec<Stri
     statements(backend, outbox, Tables::Both)
 }
 
+#[cfg(feature = "migration")]
 pub(crate) fn drop_statement(backend: DbBackend, name: &TableName) -> String {
     let statement: TableDropStatement = Table::drop().table(table_ref(name)).if_exists().to_owned();
     backend.build(&statement).to_string()

@@ -73,6 +73,7 @@ pub(crate) fn statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
 }
 
 /// `DROP TABLE IF EXISTS` of the parked-message table.
+#[cfg(feature = "migration")]
 pub(crate) fn drop_statement(backend: DbBackend, outbox: &Outbox) -> String {
     format!(
         "DROP TABLE IF EXISTS {}",

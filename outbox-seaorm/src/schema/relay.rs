@@ -109,6 +109,7 @@ pub(crate) fn statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
 
 /// `DROP TABLE IF EXISTS` of the relay tables (the dead-row index goes with the outbox
 /// table).
+#[cfg(feature = "migration")]
 pub(crate) fn drop_statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
     let tables = &outbox.tables().relay;
     [&tables.leases, &tables.instances, &tables.operator_log]

@@ -1,10 +1,12 @@
 //! Decoding claimed rows ([`ClaimedRow`]): on PostgreSQL by position with native types,
 //! elsewhere by name through [`OutboxRecord`].
 
+#[cfg(feature = "postgres")]
 use chrono::{DateTime, Utc};
 use outbox_core::Envelope;
 use sea_orm::{DbErr, FromQueryResult, QueryResult};
 
+#[cfg(feature = "postgres")]
 use super::columns::Column;
 use super::dialect;
 use crate::record::OutboxRecord;
@@ -64,10 +66,12 @@ impl ClaimedRow {
     }
 }
 
+#[cfg(feature = "postgres")]
 /// Positions of the columns of a PostgreSQL claim ([`Store::select_list`]), from the one
 /// column order.
 struct PgColumn;
 
+#[cfg(feature = "postgres")]
 impl PgColumn {
     const SEQ: usize = Column::Seq.claim_position();
     const MESSAGE_ID: usize = Column::MessageId.claim_position();
@@ -94,18 +98,22 @@ impl PgColumn {
 /// most of its CPU time per row.
 #[derive(Default)]
 pub(crate) struct RowDecoder {
+    #[cfg(feature = "postgres")]
     /// The last event type [`Envelope::from_parts`] accepted, its version, and an envelope
     /// of that type with nothing else (no allocation to clone).
     last: Option<(String, u32, Envelope)>,
 }
 
+#[cfg(feature = "postgres")]
 /// A column value that failed to decode.
 fn column_error(index: usize, error: impl std::fmt::Display) -> DbErr {
     DbErr::Type(format!("outbox column #{index}: {error}"))
 }
 
+#[cfg(feature = "postgres")]
 type PgRow = sea_orm::sqlx::postgres::PgRow;
 
+#[cfg(feature = "postgres")]
 /// Decodes column `index` after checking that its type is compatible with `T`.
 fn pg_get<'r, T>(row: &'r PgRow, index: usize) -> Result<T, DbErr>
 where
@@ -117,6 +125,7 @@ where
         .map_err(|error| column_error(index, error))
 }
 
+#[cfg(feature = "postgres")]
 /// Decodes a text column without sqlx's type check (which compares type names for every
 /// value): the text, varchar or name binary format is the UTF-8 string, which decoding
 /// validates.
@@ -129,6 +138,7 @@ where
         .map_err(|error| column_error(index, error))
 }
 
+#[cfg(feature = "postgres")]
 /// The headers column: a JSON object of strings (a non-string value is kept as its JSON
 /// text; anything but an object reads as no headers).
 fn pg_headers(row: &PgRow) -> Result<std::collections::BTreeMap<String, String>, DbErr> {
@@ -156,6 +166,7 @@ impl RowDecoder {
     }
 
     fn decode(&mut self, row: &QueryResult) -> Result<ClaimedRow, DbErr> {
+        #[cfg(feature = "postgres")]
         if let Some(row) = row.try_as_pg_row() {
             return self.decode_pg(row);
         }
@@ -181,6 +192,7 @@ impl RowDecoder {
         })
     }
 
+    #[cfg(feature = "postgres")]
     fn decode_pg(&mut self, row: &PgRow) -> Result<ClaimedRow, DbErr> {
         let seq: i64 = pg_get(row, PgColumn::SEQ)?;
         let attempts: i32 = pg_get(row, PgColumn::ATTEMPTS)?;
@@ -201,6 +213,7 @@ impl RowDecoder {
         })
     }
 
+    #[cfg(feature = "postgres")]
     /// The envelope of a PostgreSQL row, or the key columns back with the reason it cannot
     /// be read.
     fn envelope_pg(

@@ -32,6 +32,28 @@ pub(crate) fn quote_table(backend: DbBackend, name: &TableName) -> String {
     }
 }
 
+/// Whether `row` comes from PostgreSQL (always `false` without the `postgres` feature).
+pub(crate) fn is_postgres(row: &QueryResult) -> bool {
+    #[cfg(feature = "postgres")]
+    return row.try_as_pg_row().is_some();
+    #[cfg(not(feature = "postgres"))]
+    {
+        let _ = row;
+        false
+    }
+}
+
+/// Whether `row` comes from MySQL or MariaDB (always `false` without the `mysql` feature).
+pub(crate) fn is_mysql(row: &QueryResult) -> bool {
+    #[cfg(feature = "mysql")]
+    return row.try_as_mysql_row().is_some();
+    #[cfg(not(feature = "mysql"))]
+    {
+        let _ = row;
+        false
+    }
+}
+
 /// A `sea_query` table reference for a validated name.
 pub(crate) fn table_ref(name: &TableName) -> sea_query::TableRef {
     let table = Alias::new(name.table());
@@ -107,7 +129,7 @@ pub(crate) fn read_opt_uuid(
 ) -> Result<Option<Uuid>, DbErr> {
     // Native `uuid` on PostgreSQL, hyphenated text elsewhere. The backend is asked first:
     // a failed `try_get` builds an error message, which a relay would pay for every row.
-    if row.try_as_pg_row().is_some() {
+    if is_postgres(row) {
         return optional::<Uuid>(row, pre, column);
     }
     if let Ok(value) = optional::<String>(row, pre, column) {
@@ -130,7 +152,7 @@ pub(crate) fn read_timestamp_of(
     column: &str,
 ) -> Result<Option<DateTime<Utc>>, DbErr> {
     // `timestamptz` on PostgreSQL, `datetime(6)` (UTC) on MariaDB, RFC 3339 text on SQLite.
-    if row.try_as_mysql_row().is_some() {
+    if is_mysql(row) {
         return Ok(optional::<NaiveDateTime>(row, pre, column)?.map(|naive| naive.and_utc()));
     }
     if let Ok(value) = optional::<DateTime<Utc>>(row, pre, column) {
@@ -162,7 +184,7 @@ pub(crate) fn read_json(
     pre: &str,
     column: &str,
 ) -> Result<serde_json::Value, DbErr> {
-    if row.try_as_pg_row().is_some() {
+    if is_postgres(row) {
         return row.try_get::<serde_json::Value>(pre, column);
     }
     if let Ok(text) = row.try_get::<String>(pre, column) {
@@ -174,7 +196,7 @@ pub(crate) fn read_json(
 /// Reads a JSON column as validated text, not parsed into a tree (see [`Payload`]);
 /// PostgreSQL's `jsonb` goes through a `serde_json::Value`.
 pub(crate) fn read_payload(row: &QueryResult, pre: &str, column: &str) -> Result<Payload, DbErr> {
-    if row.try_as_pg_row().is_none()
+    if !is_postgres(row)
         && let Ok(text) = row.try_get::<String>(pre, column)
     {
         return Payload::from_json(text).map_err(|error| type_error(column, error));
@@ -193,7 +215,7 @@ pub(crate) fn read_i64(row: &QueryResult, column: &str) -> Result<i64, DbErr> {
 /// Reads a boolean column: `boolean` on PostgreSQL, `tinyint(1)` on MariaDB, 0 / 1 on
 /// SQLite (whose drivers may hand it back as an integer).
 pub(crate) fn read_bool(row: &QueryResult, pre: &str, column: &str) -> Result<bool, DbErr> {
-    if row.try_as_pg_row().is_some() {
+    if is_postgres(row) {
         return row.try_get::<bool>(pre, column);
     }
     if let Ok(value) = row.try_get::<bool>(pre, column) {
@@ -229,8 +251,15 @@ pub(crate) fn is_lock_not_available(error: &DbErr) -> bool {
     let Some(database) = error.as_database_error() else {
         return false;
     };
-    database.code().as_deref() == Some("55P03")
-        || database
-            .try_downcast_ref::<sea_orm::error::SqlxMySqlError>()
-            .is_some_and(|mysql| mysql.number() == 1205)
+    if database.code().as_deref() == Some("55P03") {
+        return true;
+    }
+    #[cfg(feature = "mysql")]
+    if database
+        .try_downcast_ref::<sea_orm::error::SqlxMySqlError>()
+        .is_some_and(|mysql| mysql.number() == 1205)
+    {
+        return true;
+    }
+    false
 }
