@@ -1,0 +1,5 @@
+//! What a command prints: [`human`] text or [`json`] documents, one function per result,
+//! each writing the whole result to the output it is given.
+
+pub(super) mod human;
+pub(super) mod json;
