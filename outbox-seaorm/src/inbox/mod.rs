@@ -72,11 +72,14 @@ use outbox_core::mapping::DomainEvent;
 use outbox_core::{DecodeError, Envelope, IntegrationEvent};
 use sea_orm::{DatabaseConnection, DbErr};
 
-pub use consumer::{
-    Consumer, ConsumerBuilder, ConsumerConfigError, ConsumerError, DEFAULT_INBOX_RETENTION,
-    DEFAULT_INLINE_ATTEMPTS, DEFAULT_MAX_ATTEMPTS, DEFAULT_REDELIVERY_WINDOW, DEFAULT_REQUEUE_POLL,
-    DeadLetterReason, Delivered, ParkReason, ParkedReport, RedeliveryReport, UnknownEvents, metric,
+pub use consumer::builder::{
+    ConsumerBuilder, ConsumerConfigError, DEFAULT_INBOX_RETENTION, DEFAULT_INLINE_ATTEMPTS,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_REDELIVERY_WINDOW, DEFAULT_REQUEUE_POLL,
 };
+pub use consumer::outcome::{
+    ConsumerError, DeadLetterReason, Delivered, ParkReason, UnknownEvents, metric,
+};
+pub use consumer::{Consumer, ParkedReport, RedeliveryReport};
 pub use registration::HandlerRegistration;
 
 use crate::config::Outbox;

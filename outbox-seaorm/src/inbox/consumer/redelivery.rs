@@ -10,9 +10,8 @@ use sea_orm::DbErr;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use super::{
-    Attempt, Consumer, ConsumerError, DeadLetterReason, Delivered, RedeliveryReport, metric,
-};
+use super::outcome::{ConsumerError, DeadLetterReason, Delivered, metric};
+use super::{Attempt, Consumer, RedeliveryReport};
 use crate::inbox::dead_letter::{self, Actor, DeadLetterStatus, StoredMessage};
 use crate::inbox::parked::{self, ParkedMessage};
 
