@@ -1,0 +1,240 @@
+//! Committing a unit of work: the before-commit hook that maps the raised events to
+//! contracts and writes them as outbox rows on the same transaction, then `COMMIT` and the
+//! wake-up of listening relays.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use outbox_core::Envelope;
+use outbox_core::mapping::{ContractMapper, ContractSink};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend};
+use tracing::Instrument as _;
+use uuid::Uuid;
+
+use super::{Raised, RaisedAt, UnitOfWork};
+use crate::config::Outbox;
+use crate::error::CommitError;
+use crate::sql::insert;
+use crate::trace::TraceContext;
+use crate::wakeup::Target;
+
+/// What a successful [`UnitOfWork::commit`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CommitReport {
+    /// Domain events raised.
+    pub events: usize,
+    /// Outbox rows written (contracts emitted by the mapper).
+    pub rows: usize,
+    /// Multi-row `INSERT` statements executed.
+    pub chunks: usize,
+    /// The wake-up of listening relays this commit requested (PostgreSQL).
+    pub wakeup: CommitWakeup,
+    /// The message ids of the rows written, in insert order.
+    pub message_ids: Vec<Uuid>,
+}
+
+/// The wake-up of listening relays a commit requested: [`CommitReport::wakeup`]. See
+/// [`crate::wakeup`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CommitWakeup {
+    /// None: no outbox row was written (by this unit of work or one nested in it), the
+    /// backend is not PostgreSQL, notifications are off
+    /// ([`PostgresWakeup::Off`](crate::PostgresWakeup::Off) or no channel), or the unit of
+    /// work began on a plain transaction.
+    None,
+    /// `pg_notify` ran inside the transaction
+    /// ([`PostgresWakeup::InTransaction`](crate::PostgresWakeup::InTransaction)): delivered
+    /// with the commit.
+    InTransaction,
+    /// The after-commit notifier was signalled
+    /// ([`PostgresWakeup::AfterCommit`](crate::PostgresWakeup::AfterCommit)): a coalesced
+    /// `NOTIFY` follows within `min_interval` plus a round trip, best effort.
+    AfterCommit,
+    /// A unit of work nested in another one: the enclosing unit of work requests the wake-up
+    /// after its own `COMMIT`.
+    Enclosing,
+}
+
+impl CommitWakeup {
+    /// Whether a wake-up was requested (anything but [`None`](Self::None)).
+    pub fn is_requested(self) -> bool {
+        self != Self::None
+    }
+}
+
+impl<E: 'static> UnitOfWork<E> {
+    /// Maps the raised events to contracts, writes them to the outbox, commits, and requests
+    /// a wake-up of listening relays on PostgreSQL ([`crate::wakeup`];
+    /// [`CommitReport::wakeup`] says which). See the [module documentation](self).
+    ///
+    /// A failed after-commit `NOTIFY` is never returned: it is logged, counted in
+    /// [`Outbox::wakeup_stats`], and relays find the rows at their next poll.
+    ///
+    /// # Errors
+    /// A [`CommitError`]; except for [`CommitError::Commit`], the transaction was rolled back
+    /// and nothing was written. [`CommitError::StatementFailed`] when a statement run through
+    /// the unit of work failed, even if the caller caught that error.
+    pub async fn commit(self) -> Result<CommitReport, CommitError> {
+        let UnitOfWork {
+            txn,
+            outbox,
+            mapper,
+            events,
+            correlation_id,
+            causation_id,
+            trace,
+            headers,
+            wakeup,
+            nested_wrote,
+            failed,
+        } = self;
+        let failed = failed
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(error) = failed {
+            tracing::warn!(%error, "unit of work not committed: a statement run through it failed");
+            if let Err(rollback) = txn.rollback().await {
+                tracing::warn!(error = %rollback, "rollback after a failed statement failed");
+            }
+            return Err(CommitError::StatementFailed { error });
+        }
+        let events = events
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let span = tracing::info_span!(
+            "outbox.commit",
+            outbox.table = %outbox.outbox_table(),
+            outbox.events = events.len(),
+            outbox.rows = tracing::field::Empty,
+            outbox.chunks = tracing::field::Empty,
+            outbox.correlation_id = %correlation_id,
+        );
+        async move {
+            let stamp = Stamp {
+                correlation_id,
+                causation_id,
+                trace,
+                headers,
+            };
+            match write_events(&txn, &outbox, mapper.get(), &events, stamp).await {
+                Ok(mut report) => {
+                    txn.commit().await.map_err(CommitError::Commit)?;
+                    let wrote = report.rows > 0
+                        || nested_wrote.is_some_and(|flag| flag.load(Ordering::Acquire));
+                    if wrote {
+                        match wakeup {
+                            Target::None => {}
+                            Target::Pool(db) => {
+                                outbox.notifier().signal(db);
+                                report.wakeup = CommitWakeup::AfterCommit;
+                            }
+                            Target::Enclosing(flag) => {
+                                flag.store(true, Ordering::Release);
+                                report.wakeup = CommitWakeup::Enclosing;
+                            }
+                        }
+                    }
+                    let span = tracing::Span::current();
+                    span.record("outbox.rows", report.rows);
+                    span.record("outbox.chunks", report.chunks);
+                    tracing::debug!(
+                        rows = report.rows,
+                        chunks = report.chunks,
+                        "unit of work committed"
+                    );
+                    Ok(report)
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "unit of work rolled back before commit");
+                    if let Err(rollback) = txn.rollback().await {
+                        tracing::warn!(error = %rollback, "rollback after a failed commit failed");
+                    }
+                    Err(error)
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+/// The metadata a unit of work puts on every envelope.
+struct Stamp {
+    correlation_id: Uuid,
+    causation_id: Option<Uuid>,
+    trace: Option<TraceContext>,
+    headers: BTreeMap<String, String>,
+}
+
+impl Stamp {
+    fn apply(&self, envelope: &mut Envelope) {
+        envelope.correlation_id = Some(self.correlation_id);
+        envelope.causation_id = self.causation_id;
+        if let Some(trace) = &self.trace {
+            envelope.traceparent = Some(trace.traceparent().to_owned());
+            envelope.tracestate = trace.tracestate().map(str::to_owned);
+        }
+        for (name, value) in &self.headers {
+            envelope
+                .headers
+                .entry(name.clone())
+                .or_insert_with(|| value.clone());
+        }
+    }
+}
+
+async fn write_events<E>(
+    txn: &DatabaseTransaction,
+    outbox: &Outbox,
+    mapper: &dyn ContractMapper<E>,
+    events: &[Raised<E>],
+    stamp: Stamp,
+) -> Result<CommitReport, CommitError> {
+    let mut envelopes = Vec::with_capacity(events.len());
+    for (index, raised) in events.iter().enumerate() {
+        let clock = RaisedAt(raised.at);
+        let mut sink = ContractSink::new(outbox.envelope_config(), &clock);
+        mapper
+            .map(&raised.event, &mut sink)
+            .map_err(|source| CommitError::Map {
+                index,
+                event_type: std::any::type_name::<E>(),
+                source,
+            })?;
+        envelopes.extend(sink.into_envelopes());
+    }
+    let backend = ConnectionTrait::get_database_backend(txn);
+    let created_at = outbox.clock().now();
+    let mut message_ids = Vec::with_capacity(envelopes.len());
+    let mut rows = Vec::with_capacity(envelopes.len());
+    for mut envelope in envelopes {
+        stamp.apply(&mut envelope);
+        message_ids.push(envelope.message_id);
+        rows.push(insert::prepare(backend, outbox, envelope, created_at)?);
+    }
+    let row_count = rows.len();
+    let notify_channel = outbox
+        .in_transaction_channel()
+        .filter(|_| backend == DbBackend::Postgres);
+    let (chunks, wakeup) = if row_count == 0 {
+        (0, CommitWakeup::None)
+    } else {
+        let chunks = insert::insert(txn, outbox, rows, notify_channel)
+            .await
+            .map_err(CommitError::Database)?;
+        let wakeup = match notify_channel {
+            Some(_) => CommitWakeup::InTransaction,
+            None => CommitWakeup::None,
+        };
+        (chunks, wakeup)
+    };
+    Ok(CommitReport {
+        events: events.len(),
+        rows: row_count,
+        chunks,
+        wakeup,
+        message_ids,
+    })
+}
