@@ -2,107 +2,95 @@
 //! outbox table that the per-aggregate claim uses.
 
 use sea_orm::DbBackend;
+use sea_orm::sea_query::{Alias, ConditionalStatement as _, Expr, ExprTrait as _, Index, Table};
 
-use super::types::ColumnTypes;
+use super::outbox::with_indexes;
+use super::types::{Kind, column, mysql_options, not_null, null};
 use crate::config::Outbox;
-use crate::sql::dialect::{quote, quote_table};
+#[cfg(feature = "migration")]
+use crate::sql::dialect::quote_table;
+use crate::sql::dialect::table_ref;
+use crate::status::{HOLDING, OutboxStatus};
 use crate::table::index_name;
 
-/// The `CREATE … IF NOT EXISTS` statements of the relay tables and the dead-row index.
+/// The `CREATE … IF NOT EXISTS` statements of the relay tables and, except on MariaDB
+/// (where the outbox's `(status, aggregate_type, aggregate_id, seq)` index serves), the two
+/// partial indexes of the outbox table that the per-aggregate claim uses.
 pub(crate) fn statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
     let tables = &outbox.tables().relay;
-    let q = |name: &str| quote(backend, name);
-    let ColumnTypes {
-        key,
-        ts,
-        id,
-        uuid,
-        suffix,
-        ..
-    } = ColumnTypes::of(backend);
-    let big = if backend == DbBackend::Sqlite {
-        "integer"
-    } else {
-        "bigint"
-    };
-    let mut statements = vec![
-        format!(
-            "CREATE TABLE IF NOT EXISTS {} ({} {key} NOT NULL PRIMARY KEY, {} {key} NULL, \
-             {} {big} NOT NULL DEFAULT 0, {} {ts} NULL, {} {ts} NOT NULL){suffix}",
-            quote_table(backend, &tables.leases),
-            q("name"),
-            q("owner"),
-            q("token"),
-            q("acquired_at"),
-            q("expires_at"),
-        ),
-        format!(
-            "CREATE TABLE IF NOT EXISTS {} ({} {key} NOT NULL PRIMARY KEY, {} text NULL, \
-             {} {ts} NOT NULL, {} {ts} NOT NULL, {} {ts} NOT NULL, {} text NULL){suffix}",
-            quote_table(backend, &tables.instances),
-            q("instance_id"),
-            q("description"),
-            q("started_at"),
-            q("heartbeat_at"),
-            q("expires_at"),
-            // Job-queue mode (unreleased v0.1.0: part of the initial table).
-            q("worker_keys"),
-        ),
-    ];
-    let log_index = index_name(&tables.operator_log, "message_idx");
-    let log_columns = format!(
-        "{} {id}, {} {big} NOT NULL, {} {uuid} NOT NULL, {} {key} NOT NULL, \
-         {} {key} NOT NULL, {} {key} NOT NULL, {} {key} NOT NULL, {} text NULL, \
-         {} text NULL, {} {ts} NOT NULL",
-        q("id"),
-        q("seq"),
-        q("message_id"),
-        q("event_type"),
-        q("action"),
-        q("previous_status"),
-        q("actor"),
-        q("reason"),
-        q("last_error"),
-        q("at"),
-    );
-    if backend == DbBackend::MySql {
-        statements.push(format!(
-            "CREATE TABLE IF NOT EXISTS {} ({log_columns}, KEY {} ({})){suffix}",
-            quote_table(backend, &tables.operator_log),
-            q(&log_index),
-            q("message_id"),
-        ));
-    } else {
-        statements.push(format!(
-            "CREATE TABLE IF NOT EXISTS {} ({log_columns})",
-            quote_table(backend, &tables.operator_log),
-        ));
-        statements.push(format!(
-            "CREATE INDEX IF NOT EXISTS {} ON {} ({})",
-            q(&log_index),
-            quote_table(backend, &tables.operator_log),
-            q("message_id"),
-        ));
+    let col = |n, k| column(backend, n, k);
+    let mut leases = Table::create();
+    leases
+        .table(table_ref(&tables.leases))
+        .if_not_exists()
+        .col(not_null(col("name", Kind::Key)).primary_key().to_owned())
+        .col(null(col("owner", Kind::Key)))
+        .col(not_null(col("token", Kind::BigInt)).default(0).to_owned())
+        .col(null(col("acquired_at", Kind::Timestamp)))
+        .col(not_null(col("expires_at", Kind::Timestamp)));
+    mysql_options(&mut leases, backend);
+    let mut instances = Table::create();
+    instances
+        .table(table_ref(&tables.instances))
+        .if_not_exists()
+        .col(
+            not_null(col("instance_id", Kind::Key))
+                .primary_key()
+                .to_owned(),
+        )
+        .col(null(col("description", Kind::Text)))
+        .col(not_null(col("started_at", Kind::Timestamp)))
+        .col(not_null(col("heartbeat_at", Kind::Timestamp)))
+        .col(not_null(col("expires_at", Kind::Timestamp)))
+        // Job-queue mode (unreleased v0.1.0: part of the initial table).
+        .col(null(col("worker_keys", Kind::Text)));
+    mysql_options(&mut instances, backend);
+    let mut log = Table::create();
+    log.table(table_ref(&tables.operator_log))
+        .if_not_exists()
+        .col(col("id", Kind::Id))
+        .col(not_null(col("seq", Kind::BigInt)))
+        .col(not_null(col("message_id", Kind::Uuid)))
+        .col(not_null(col("event_type", Kind::Key)))
+        .col(not_null(col("action", Kind::Key)))
+        .col(not_null(col("previous_status", Kind::Key)))
+        .col(not_null(col("actor", Kind::Key)))
+        .col(null(col("reason", Kind::Text)))
+        .col(null(col("last_error", Kind::Text)))
+        .col(not_null(col("at", Kind::Timestamp)));
+    mysql_options(&mut log, backend);
+    let mut by_message = Index::create();
+    by_message
+        .name(index_name(&tables.operator_log, "message_idx"))
+        .table(table_ref(&tables.operator_log))
+        .col(Alias::new("message_id"));
+    let mut statements = with_indexes(backend, leases, Vec::new());
+    statements.extend(with_indexes(backend, instances, Vec::new()));
+    statements.extend(with_indexes(backend, log, vec![by_message]));
+    if backend != DbBackend::MySql {
         let c = outbox.columns();
-        statements.push(format!(
-            "CREATE INDEX IF NOT EXISTS {} ON {} ({}, {}, {}) WHERE {} IN ('dead', 'failed')",
-            q(&index_name(outbox.outbox_table(), "held_aggregate_idx")),
-            quote_table(backend, outbox.outbox_table()),
-            q(c.aggregate_type),
-            q(c.aggregate_id),
-            q(c.seq),
-            q(c.status),
-        ));
-        statements.push(format!(
-            "CREATE INDEX IF NOT EXISTS {} ON {} ({}, {}, {}) WHERE {} = 'pending' AND {} > 0",
-            q(&index_name(outbox.outbox_table(), "retrying_aggregate_idx")),
-            quote_table(backend, outbox.outbox_table()),
-            q(c.aggregate_type),
-            q(c.aggregate_id),
-            q(c.seq),
-            q(c.status),
-            q(c.attempts),
-        ));
+        let name = outbox.outbox_table();
+        let aggregate = |suffix: &str| {
+            let mut index = Index::create();
+            index
+                .if_not_exists()
+                .name(index_name(name, suffix))
+                .table(table_ref(name))
+                .col(Alias::new(c.aggregate_type))
+                .col(Alias::new(c.aggregate_id))
+                .col(Alias::new(c.seq));
+            index
+        };
+        let mut held = aggregate("held_aggregate_idx");
+        held.and_where(
+            Expr::col(Alias::new(c.status)).is_in(HOLDING.iter().map(|status| status.as_str())),
+        );
+        let mut retrying = aggregate("retrying_aggregate_idx");
+        retrying
+            .and_where(Expr::col(Alias::new(c.status)).eq(OutboxStatus::Pending.as_str()))
+            .and_where(Expr::col(Alias::new(c.attempts)).gt(0));
+        statements.push(backend.build(&held).to_string());
+        statements.push(backend.build(&retrying).to_string());
     }
     statements
 }

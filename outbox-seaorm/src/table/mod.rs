@@ -65,7 +65,7 @@ use std::fmt;
 mod derived;
 
 pub use derived::RelayTables;
-pub(crate) use derived::{TableNames, derived, index_name};
+pub(crate) use derived::{TableNames, index_name};
 
 /// Longest identifier accepted, in characters: PostgreSQL's `NAMEDATALEN - 1`.
 pub const MAX_IDENTIFIER_LEN: usize = 63;
