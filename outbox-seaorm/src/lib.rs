@@ -207,6 +207,7 @@ mod retention;
 pub mod schema;
 mod sql;
 mod status;
+mod status_report;
 pub mod table;
 pub mod trace;
 pub(crate) mod transaction;

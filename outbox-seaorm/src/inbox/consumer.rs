@@ -18,8 +18,8 @@ use super::parked::{self, NewParked, ParkedMessage};
 use super::{HandlerRegistration, InboxError, InboxOutcome};
 use crate::config::Outbox;
 use crate::retention::{self, Purge};
-use crate::schema::MAX_KEY_CHARS;
 use crate::sql::Store;
+use crate::status::MAX_KEY_CHARS;
 
 pub(super) mod builder;
 pub(super) mod outcome;

@@ -52,9 +52,9 @@ mod operations;
 mod purge;
 mod status;
 
+pub use crate::status_report::{StatusReport, WorkerKeyStatus};
 pub use error::OpsError;
 pub use operations::Operations;
-pub use status::{StatusReport, WorkerKeyStatus};
 
 pub use crate::record::operator_action::{OperatorAction, OperatorActionKind};
 

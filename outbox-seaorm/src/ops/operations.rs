@@ -4,7 +4,10 @@
 use outbox_core::policy::{DeadLetterPolicy, Ordering};
 use sea_orm::DatabaseConnection;
 
+use outbox_core::publish::Publisher;
+
 use crate::config::Outbox;
+use crate::relay::Relay;
 use crate::sql::Store;
 use crate::table::RelayTables;
 
@@ -50,5 +53,14 @@ impl Operations {
     /// The names of the relay tables.
     pub fn tables(&self) -> &RelayTables {
         self.store.tables()
+    }
+}
+
+impl<P: Publisher + 'static> Relay<P> {
+    /// The operations API on the same database and outbox, with this relay's ordering and
+    /// dead-letter policy.
+    pub fn operations(&self) -> Operations {
+        Operations::new(self.database().clone(), self.outbox().clone())
+            .with_relay_policy(self.config().ordering, self.config().dead_letter_policy)
     }
 }

@@ -1,83 +1,9 @@
-//! The status report: pending, in backoff, held back, the outbox lag, given-up rows, worker
-//! keys and live relays, with the gauges it sets.
+//! The status report on request (see [`crate::status_report`]).
 
-use std::collections::BTreeMap;
-use std::time::Duration;
-
-use chrono::{DateTime, Utc};
-use outbox_core::metric;
-use outbox_core::policy::Ordering;
 use sea_orm::DbErr;
 
 use super::operations::Operations;
-
-/// The state of an outbox, as `outbox status` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[non_exhaustive]
-pub struct StatusReport {
-    /// The outbox table.
-    pub outbox: String,
-    /// Rows waiting to be published (in backoff included).
-    pub pending: u64,
-    /// Pending rows parked in backoff (not claimable before their `next_attempt_at`).
-    pub in_backoff: u64,
-    /// Pending rows that are due but held back behind an earlier row of their aggregate:
-    /// one in backoff, or (under [`DeadLetterPolicy::Block`]) one that is dead or failed.
-    /// The claim does not take them; they wait for a retry, or for an operator.
-    ///
-    /// [`DeadLetterPolicy::Block`]: outbox_core::policy::DeadLetterPolicy::Block
-    pub held: u64,
-    /// Age of the oldest claimable pending row — due, and not held back: the outbox lag.
-    /// Rows in backoff and held-back rows are not counted, so a poisoned aggregate does not
-    /// make it grow.
-    #[serde(serialize_with = "serialize_age")]
-    pub oldest_claimable_age: Option<Duration>,
-    /// Age of the oldest held-back row.
-    #[serde(serialize_with = "serialize_age")]
-    pub oldest_held_age: Option<Duration>,
-    /// Dead rows per event type.
-    pub dead_by_event_type: BTreeMap<String, u64>,
-    /// Failed rows (non-retryable jobs that failed, see [`crate::job`]) per event type.
-    pub failed_by_event_type: BTreeMap<String, u64>,
-    /// Pending rows per worker key (job-queue mode; rows without a worker key are not
-    /// listed): the seed's per-key lag. A key whose oldest claimable row keeps ageing has no
-    /// live relay.
-    pub pending_by_worker_key: BTreeMap<String, WorkerKeyStatus>,
-    /// Rows skipped by operators.
-    pub skipped: u64,
-    /// Live relay instances.
-    pub live_relays: Vec<String>,
-}
-
-fn serialize_age<S: serde::Serializer>(age: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-    match age {
-        Some(age) => s.serialize_f64(age.as_secs_f64()),
-        None => s.serialize_none(),
-    }
-}
-
-impl StatusReport {
-    /// Dead rows in total.
-    pub fn dead(&self) -> u64 {
-        self.dead_by_event_type.values().sum()
-    }
-
-    /// Failed rows in total.
-    pub fn failed(&self) -> u64 {
-        self.failed_by_event_type.values().sum()
-    }
-}
-
-/// The pending rows of one worker key ([`StatusReport::pending_by_worker_key`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[non_exhaustive]
-pub struct WorkerKeyStatus {
-    /// Pending rows (in backoff included).
-    pub pending: u64,
-    /// Age of the oldest claimable pending row (backoff excluded).
-    #[serde(serialize_with = "serialize_age")]
-    pub oldest_claimable_age: Option<Duration>,
-}
+use crate::status_report::{self, RelayPolicy, StatusReport};
 
 impl Operations {
     /// Pending rows, the oldest claimable row's age, dead and failed rows by event type,
@@ -89,60 +15,15 @@ impl Operations {
     /// # Errors
     /// The database's error.
     pub async fn status(&self) -> Result<StatusReport, DbErr> {
-        let now = self.outbox.clock().now();
-        let summary = self
-            .store
-            .pending_summary(
-                &self.db,
-                now,
-                self.ordering == Ordering::PerAggregate,
-                self.dead_letter_policy,
-            )
-            .await?;
-        let given_up = self.store.given_up_counts(&self.db).await?;
-        let pending_by_worker_key = self.pending_by_worker_key(now).await?;
-        let live_relays = self.store.live_instances(&self.db, now, false).await?;
-        let age = |at: DateTime<Utc>| (now - at).to_std().unwrap_or(Duration::ZERO);
-        let oldest_claimable_age = summary.oldest.map(age);
-        let report = StatusReport {
-            outbox: self.outbox.outbox_table().to_string(),
-            pending: u64::try_from(summary.pending).unwrap_or(0),
-            in_backoff: u64::try_from(summary.in_backoff).unwrap_or(0),
-            held: u64::try_from(summary.held).unwrap_or(0),
-            oldest_claimable_age,
-            oldest_held_age: summary.oldest_held.map(age),
-            dead_by_event_type: given_up.dead,
-            failed_by_event_type: given_up.failed,
-            pending_by_worker_key,
-            skipped: given_up.skipped,
-            live_relays,
-        };
-        metrics::gauge!(metric::PENDING_ROWS, self.labels.clone()).set(report.pending as f64);
-        metrics::gauge!(metric::OLDEST_CLAIMABLE_AGE, self.labels.clone())
-            .set(oldest_claimable_age.map_or(0.0, |age| age.as_secs_f64()));
-        metrics::gauge!(metric::HELD_ROWS, self.labels.clone()).set(report.held as f64);
-        metrics::gauge!(metric::BACKOFF_ROWS, self.labels.clone()).set(report.in_backoff as f64);
-        metrics::gauge!(metric::DEAD_ROWS, self.labels.clone()).set(report.dead() as f64);
-        metrics::gauge!(metric::FAILED_ROWS, self.labels.clone()).set(report.failed() as f64);
-        Ok(report)
-    }
-
-    /// Pending keyed rows per worker key, with the age of each key's oldest claimable row.
-    async fn pending_by_worker_key(
-        &self,
-        now: DateTime<Utc>,
-    ) -> Result<BTreeMap<String, WorkerKeyStatus>, DbErr> {
-        let keys = self.store.pending_by_worker_key(&self.db, now).await?;
-        Ok(keys
-            .into_iter()
-            .map(|(key, pending, oldest)| {
-                let status = WorkerKeyStatus {
-                    pending,
-                    oldest_claimable_age: oldest
-                        .map(|at| (now - at).to_std().unwrap_or(Duration::ZERO)),
-                };
-                (key, status)
-            })
-            .collect())
+        status_report::read(
+            &self.db,
+            &self.outbox,
+            &self.store,
+            RelayPolicy {
+                ordering: self.ordering,
+                dead_letters: self.dead_letter_policy,
+            },
+        )
+        .await
     }
 }

@@ -176,8 +176,8 @@ pub use tables::RelayTables;
 use self::core::Core;
 use self::leases::Leases;
 use crate::config::Outbox;
-use crate::ops::Operations;
 use crate::retention::{self, Purge};
+use crate::status_report::{self, RelayPolicy};
 
 /// Wakes a relay of the same process before its next poll (e.g. right after a commit on
 /// backends without `NOTIFY`). Cheap to clone.
@@ -255,12 +255,14 @@ impl<P: Publisher + 'static> Relay<P> {
         RelayWaker(Arc::clone(&self.wake))
     }
 
-    /// The operations API on the same database and outbox.
-    pub fn operations(&self) -> Operations {
-        Operations::new(self.core.db.clone(), self.core.outbox.clone()).with_relay_policy(
-            self.core.config.ordering,
-            self.core.config.dead_letter_policy,
-        )
+    /// The database this relay reads.
+    pub(crate) fn database(&self) -> &DatabaseConnection {
+        &self.core.db
+    }
+
+    /// The outbox this relay publishes.
+    pub(crate) fn outbox(&self) -> &Outbox {
+        &self.core.outbox
     }
 
     /// A fast path that publishes right after commit, sharing this relay's publisher and
@@ -398,7 +400,13 @@ impl<P: Publisher + 'static> Relay<P> {
             {
                 self.last_gauges = Some(Instant::now());
                 // Sets the pending / lag / dead gauges.
-                if let Err(error) = self.operations().status().await {
+                let policy = RelayPolicy {
+                    ordering: self.core.config.ordering,
+                    dead_letters: self.core.config.dead_letter_policy,
+                };
+                let report =
+                    status_report::read(&self.core.db, &self.core.outbox, &self.core.store, policy);
+                if let Err(error) = report.await {
                     tracing::warn!(%error, "reading the outbox status for the metrics failed");
                 }
             }

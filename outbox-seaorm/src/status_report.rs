@@ -1,0 +1,167 @@
+//! The status report of an outbox — pending, in backoff, held back, the outbox lag, given-up
+//! rows, worker keys, live relays — and the gauges it sets. Read by
+//! [`Operations::status`](crate::ops::Operations::status) and, every heartbeat, by a running
+//! relay (for the gauges).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use outbox_core::metric;
+use outbox_core::policy::{DeadLetterPolicy, Ordering};
+use sea_orm::{DatabaseConnection, DbErr};
+
+use crate::config::Outbox;
+use crate::sql::Store;
+
+/// The relays' policy, which decides what the report counts as held back.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RelayPolicy {
+    /// The relays' ordering.
+    pub(crate) ordering: Ordering,
+    /// The relays' dead-letter policy.
+    pub(crate) dead_letters: DeadLetterPolicy,
+}
+
+/// The state of an outbox, as `outbox status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct StatusReport {
+    /// The outbox table.
+    pub outbox: String,
+    /// Rows waiting to be published (in backoff included).
+    pub pending: u64,
+    /// Pending rows parked in backoff (not claimable before their `next_attempt_at`).
+    pub in_backoff: u64,
+    /// Pending rows that are due but held back behind an earlier row of their aggregate:
+    /// one in backoff, or (under [`DeadLetterPolicy::Block`]) one that is dead or failed.
+    /// The claim does not take them; they wait for a retry, or for an operator.
+    ///
+    /// [`DeadLetterPolicy::Block`]: outbox_core::policy::DeadLetterPolicy::Block
+    pub held: u64,
+    /// Age of the oldest claimable pending row — due, and not held back: the outbox lag.
+    /// Rows in backoff and held-back rows are not counted, so a poisoned aggregate does not
+    /// make it grow.
+    #[serde(serialize_with = "serialize_age")]
+    pub oldest_claimable_age: Option<Duration>,
+    /// Age of the oldest held-back row.
+    #[serde(serialize_with = "serialize_age")]
+    pub oldest_held_age: Option<Duration>,
+    /// Dead rows per event type.
+    pub dead_by_event_type: BTreeMap<String, u64>,
+    /// Failed rows (non-retryable jobs that failed, see [`crate::job`]) per event type.
+    pub failed_by_event_type: BTreeMap<String, u64>,
+    /// Pending rows per worker key (job-queue mode; rows without a worker key are not
+    /// listed): the seed's per-key lag. A key whose oldest claimable row keeps ageing has no
+    /// live relay.
+    pub pending_by_worker_key: BTreeMap<String, WorkerKeyStatus>,
+    /// Rows skipped by operators.
+    pub skipped: u64,
+    /// Live relay instances.
+    pub live_relays: Vec<String>,
+}
+
+fn serialize_age<S: serde::Serializer>(age: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match age {
+        Some(age) => s.serialize_f64(age.as_secs_f64()),
+        None => s.serialize_none(),
+    }
+}
+
+impl StatusReport {
+    /// Dead rows in total.
+    pub fn dead(&self) -> u64 {
+        self.dead_by_event_type.values().sum()
+    }
+
+    /// Failed rows in total.
+    pub fn failed(&self) -> u64 {
+        self.failed_by_event_type.values().sum()
+    }
+}
+
+/// The pending rows of one worker key ([`StatusReport::pending_by_worker_key`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[non_exhaustive]
+pub struct WorkerKeyStatus {
+    /// Pending rows (in backoff included).
+    pub pending: u64,
+    /// Age of the oldest claimable pending row (backoff excluded).
+    #[serde(serialize_with = "serialize_age")]
+    pub oldest_claimable_age: Option<Duration>,
+}
+
+/// Pending rows, the oldest claimable row's age, dead and failed rows by event type,
+/// skipped rows, pending rows by worker key and live relays; also sets the
+/// [`metric::PENDING_ROWS`], [`metric::OLDEST_CLAIMABLE_AGE`], [`metric::DEAD_ROWS`] and
+/// [`metric::FAILED_ROWS`] gauges. Reads only pending, dead, failed and skipped rows
+/// (indexed), never the published ones.
+///
+/// # Errors
+/// The database's error.
+pub(crate) async fn read(
+    db: &DatabaseConnection,
+    outbox: &Outbox,
+    store: &Store,
+    policy: RelayPolicy,
+) -> Result<StatusReport, DbErr> {
+    let now = outbox.clock().now();
+    let summary = store
+        .pending_summary(
+            db,
+            now,
+            policy.ordering == Ordering::PerAggregate,
+            policy.dead_letters,
+        )
+        .await?;
+    let given_up = store.given_up_counts(db).await?;
+    let pending_by_worker_key = pending_by_worker_key(db, store, now).await?;
+    let live_relays = store.live_instances(db, now, false).await?;
+    let age = |at: DateTime<Utc>| (now - at).to_std().unwrap_or(Duration::ZERO);
+    let oldest_claimable_age = summary.oldest.map(age);
+    let labels = vec![metrics::Label::new(
+        "outbox",
+        outbox.outbox_table().to_string(),
+    )];
+    let report = StatusReport {
+        outbox: outbox.outbox_table().to_string(),
+        pending: u64::try_from(summary.pending).unwrap_or(0),
+        in_backoff: u64::try_from(summary.in_backoff).unwrap_or(0),
+        held: u64::try_from(summary.held).unwrap_or(0),
+        oldest_claimable_age,
+        oldest_held_age: summary.oldest_held.map(age),
+        dead_by_event_type: given_up.dead,
+        failed_by_event_type: given_up.failed,
+        pending_by_worker_key,
+        skipped: given_up.skipped,
+        live_relays,
+    };
+    metrics::gauge!(metric::PENDING_ROWS, labels.clone()).set(report.pending as f64);
+    metrics::gauge!(metric::OLDEST_CLAIMABLE_AGE, labels.clone())
+        .set(oldest_claimable_age.map_or(0.0, |age| age.as_secs_f64()));
+    metrics::gauge!(metric::HELD_ROWS, labels.clone()).set(report.held as f64);
+    metrics::gauge!(metric::BACKOFF_ROWS, labels.clone()).set(report.in_backoff as f64);
+    metrics::gauge!(metric::DEAD_ROWS, labels.clone()).set(report.dead() as f64);
+    metrics::gauge!(metric::FAILED_ROWS, labels.clone()).set(report.failed() as f64);
+    Ok(report)
+}
+
+/// Pending keyed rows per worker key, with the age of each key's oldest claimable row.
+async fn pending_by_worker_key(
+    db: &DatabaseConnection,
+    store: &Store,
+    now: DateTime<Utc>,
+) -> Result<BTreeMap<String, WorkerKeyStatus>, DbErr> {
+    let keys = store.pending_by_worker_key(db, now).await?;
+    Ok(keys
+        .into_iter()
+        .map(|(key, pending, oldest)| {
+            let status = WorkerKeyStatus {
+                pending,
+                oldest_claimable_age: oldest
+                    .map(|at| (now - at).to_std().unwrap_or(Duration::ZERO)),
+            };
+            (key, status)
+        })
+        .collect())
+}
