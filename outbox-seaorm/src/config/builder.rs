@@ -20,7 +20,7 @@ use crate::trace::{self, TraceContextSource};
 use crate::wakeup::{Notifier, PostgresWakeup};
 
 /// Builds an [`Outbox`]; every setting has a documented default (see the
-/// [module documentation](self)).
+/// [module documentation](crate::config)).
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct OutboxBuilder {

@@ -4,7 +4,7 @@
 use outbox_core::name::{EventTypeError, WorkerKeyError};
 
 #[cfg(doc)]
-use super::Job;
+use super::{Job, OutboxBuilder};
 use crate::table::{IdentifierProblem, InvalidTableName};
 
 /// A setting of [`OutboxBuilder`] was rejected.

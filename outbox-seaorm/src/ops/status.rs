@@ -1,5 +1,7 @@
 //! The status report on request (see [`crate::status_report`]).
 
+#[cfg(doc)]
+use outbox_core::metric;
 use sea_orm::DbErr;
 
 use super::operations::Operations;

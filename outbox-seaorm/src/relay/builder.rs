@@ -7,6 +7,8 @@ use outbox_core::policy::{Backoff, DeadLetterPolicy, Ordering};
 use outbox_core::publish::Publisher;
 use sea_orm::{DatabaseConnection, DbBackend};
 
+#[cfg(doc)]
+use super::FastPath;
 use super::config::{RelayConfig, RelayConfigError};
 use super::core::Core;
 use super::{Relay, jobs, outage};

@@ -159,6 +159,9 @@ mod report;
 pub mod tables;
 
 use std::sync::Arc;
+
+#[cfg(doc)]
+use outbox_core::policy::{DeadLetterPolicy, Ordering};
 use std::time::{Duration, Instant};
 
 use outbox_core::publish::Publisher;

@@ -2,6 +2,9 @@
 
 use sea_orm::DbErr;
 
+#[cfg(doc)]
+use super::Relay;
+
 /// Why a relay operation failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

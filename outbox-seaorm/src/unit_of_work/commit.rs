@@ -67,7 +67,7 @@ impl CommitWakeup {
 impl<E: 'static> UnitOfWork<E> {
     /// Maps the raised events to contracts, writes them to the outbox, commits, and requests
     /// a wake-up of listening relays on PostgreSQL ([`crate::wakeup`];
-    /// [`CommitReport::wakeup`] says which). See the [module documentation](self).
+    /// [`CommitReport::wakeup`] says which). See the [module documentation](crate::unit_of_work).
     ///
     /// A failed after-commit `NOTIFY` is never returned: it is logged, counted in
     /// [`Outbox::wakeup_stats`], and relays find the rows at their next poll.

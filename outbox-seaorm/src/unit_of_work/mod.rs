@@ -77,8 +77,14 @@ use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr};
 use uuid::Uuid;
 
 use crate::config::Outbox;
+#[cfg(doc)]
+use crate::error::CommitError;
 use crate::trace::TraceContext;
 use crate::wakeup::Target;
+#[cfg(doc)]
+use outbox_core::mapping::ContractMapper;
+#[cfg(doc)]
+use sea_orm::{StreamTrait, TransactionTrait};
 
 pub use builder::UnitOfWorkBuilder;
 pub use commit::{CommitReport, CommitWakeup};

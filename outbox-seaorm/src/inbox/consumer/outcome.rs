@@ -4,6 +4,9 @@
 use sea_orm::DbErr;
 use std::time::Duration;
 
+#[cfg(doc)]
+use outbox_core::policy::DeadLetterPolicy;
+
 /// Metric names of consumers (labels: `consumer`, and `reason` for dead letters).
 pub mod metric {
     /// Counter: messages applied.
