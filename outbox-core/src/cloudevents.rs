@@ -9,7 +9,7 @@
 //! | `ce-time` | `occurred_at`, RFC 3339 with nanoseconds |
 //! | `ce-subject` | `aggregate_id` |
 //! | `ce-specversion` | always `1.0` |
-//! | `ce-dataschema` | the schema `$id` ([`crate::schema::schema_id`]); not stored |
+//! | `ce-dataschema` | the schema `$id` ([`crate::name::schema_id`]); not stored |
 //! | `ce-aggregatetype` | `aggregate_type` (extension) |
 //! | `ce-correlationid` | `correlation_id` (extension, optional) |
 //! | `ce-causationid` | `causation_id` (extension, optional) |
@@ -46,9 +46,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use uuid::Uuid;
 
 use crate::envelope::{DecodeError, Envelope, EnvelopeConfig, EnvelopeParts};
-use crate::name::EventType;
+use crate::name::{EventType, schema_id};
 use crate::payload::Payload;
-use crate::schema::schema_id;
 
 /// The CloudEvents specification version written and accepted.
 pub const SPEC_VERSION: &str = "1.0";

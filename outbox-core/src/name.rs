@@ -187,6 +187,13 @@ impl fmt::Display for EventType<'_> {
     }
 }
 
+/// The `$id` of a contract's JSON Schema, derived from its event type,
+/// e.g. `urn:outbox:contract:bookstore.ordering.order-placed.v1`: the exported schema file
+/// carries it as `$id`, a CloudEvents message as `ce-dataschema`.
+pub fn schema_id(event_type: &str) -> String {
+    format!("urn:outbox:contract:{event_type}")
+}
+
 /// The grammar of consumer names, as stated in error messages.
 pub const CONSUMER_GRAMMAR: &str = "a consumer name is one or more lowercase kebab-case \
 segments separated by dots, at most 255 characters, e.g. `inventory.reserve-stock`";

@@ -84,11 +84,8 @@ pub fn generator() -> schemars::SchemaGenerator {
         .into_generator()
 }
 
-/// The `$id` of a contract's schema, derived from its event type,
-/// e.g. `urn:outbox:contract:bookstore.ordering.order-placed.v1`.
-pub fn schema_id(event_type: &str) -> String {
-    format!("urn:outbox:contract:{event_type}")
-}
+/// The `$id` of a contract's schema (it lives with the event-type grammar, in [`crate::name`]).
+pub use crate::name::schema_id;
 
 /// The path of a contract's schema file relative to the export folder, with `/` separators:
 /// `schemas/<event_type>.json`.
