@@ -9,12 +9,6 @@
 //! `#[inbox_handler]` turns an `async fn` into a consumer handler of the inbox; use it through
 //! `outbox-seaorm` (`outbox_seaorm::inbox_handler`), whose `inbox` module documents the runtime.
 
-// The event-type grammar, shared with `outbox-core` so that the derive and the runtime agree
-// on what a valid event type is. Only part of it is used here; its unit tests run here too.
-#[allow(dead_code)]
-#[path = "../../outbox-core/src/name.rs"]
-mod name;
-
 mod domain_event;
 mod inbox_handler;
 mod integration_event;

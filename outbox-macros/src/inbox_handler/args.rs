@@ -12,8 +12,8 @@ use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 use syn::{Expr, LitStr, Meta, Type};
 
-use crate::name::check_consumer_name;
 use crate::shared::{Errors, str_lit, ungroup};
+use outbox_names::check_consumer_name;
 
 /// How `consumer` is written.
 const CONSUMER_EXAMPLE: &str = "consumer = \"inventory.reserve-stock\"";

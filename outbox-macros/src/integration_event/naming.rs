@@ -1,13 +1,13 @@
 //! The names a contract declares: its event type and its aggregate type.
 //!
-//! Both follow the grammar of `outbox-core/src/name.rs` (included in this crate as
-//! [`crate::name`]): an event type is checked with [`EventType::parse`], an aggregate type
-//! must be one segment of that grammar.
+//! Both follow the grammar of the `outbox-names` crate, which `outbox-core` applies at run
+//! time: an event type is checked with [`EventType::parse`], an aggregate type must be one
+//! segment of that grammar.
 
 use proc_macro2::Span;
 use syn::LitStr;
 
-use crate::name::{EventType, EventTypeError};
+use outbox_names::{EventType, EventTypeError};
 
 /// A valid versioned event type, split into its parts.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,6 +199,6 @@ mod tests {
             message.starts_with("invalid event type `Bookstore.Ordering.OrderPlaced`: "),
             "{message}"
         );
-        assert!(message.contains(crate::name::GRAMMAR), "{message}");
+        assert!(message.contains(outbox_names::GRAMMAR), "{message}");
     }
 }
