@@ -10,6 +10,12 @@ use serde::de::DeserializeOwned;
 /// registers the contract in the [`registry`](crate::registry) so that its schema can be
 /// exported for consumer teams.
 ///
+/// The attribute takes `name = "…"` (the versioned event type), `key = field` (the field that
+/// identifies the aggregate), optionally `aggregate = "…"` (the aggregate type, by default
+/// the key's name without `_id`, in kebab case) and, when this crate is a renamed dependency
+/// (`renamed_core = { package = "outbox-core", … }`) or reached through a re-export, `crate =
+/// "renamed_core"`: the path the generated code names it by.
+///
 /// ```
 /// use outbox_core::IntegrationEvent;
 /// use schemars::JsonSchema;

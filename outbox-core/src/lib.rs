@@ -56,9 +56,18 @@ pub mod schema;
 #[cfg(feature = "cli")]
 pub mod cli;
 
+// Support for the code `outbox-macros` generates, which names it by this versioned name
+// (`__private_` and the crate version, see `outbox-macros/src/runtime.rs`): a macros crate of
+// another version finds no such module and fails to compile, instead of calling support code
+// written for another version. A version bump renames it (the test in `private.rs` says so).
 #[doc(hidden)]
 #[path = "private.rs"]
-pub mod __private;
+pub mod __private_0_1_0;
+
+// The same module under a stable name, for code built with this very version of the crate:
+// `contracts_crate!`, outbox-seaorm's runtime and the tests. Generated code never uses it.
+#[doc(hidden)]
+pub use self::__private_0_1_0 as __private;
 
 pub use envelope::{DecodeError, EncodeError, Envelope, EnvelopeConfig};
 pub use event::IntegrationEvent;

@@ -167,6 +167,9 @@ pub trait ContractMapper<E>: Send + Sync {
 ///
 /// `event_name` returns the variant's name and `is_local` whether it is marked `local`.
 ///
+/// The only attribute on the enum itself is `#[domain_event(crate = "renamed_core")]`, for
+/// code that names this crate by another path (a renamed dependency, a re-export).
+///
 /// A variant that does not say what becomes of it does not compile:
 ///
 /// ```compile_fail

@@ -27,3 +27,22 @@ pub fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         "a non-string panic payload".to_owned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// `outbox-macros` generates paths into `__private_<its version>` (`.` and other
+    /// characters that cannot be in an identifier written `_`): the module must carry this
+    /// crate's version, or every derive fails to compile.
+    #[test]
+    fn the_module_name_carries_the_crate_version() {
+        let version: String = env!("CARGO_PKG_VERSION")
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        assert_eq!(
+            module_path!(),
+            format!("outbox_core::__private_{version}::tests"),
+            "rename the module in src/lib.rs after the version"
+        );
+    }
+}

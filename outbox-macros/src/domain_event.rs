@@ -8,7 +8,8 @@
 //! impl (see [`fallback`]) so that one mistake does not cascade into "`DomainEvent` is not
 //! implemented" errors wherever the enum is used.
 //!
-//! The generated code names everything by absolute path (`::outbox_core::...`). Its locals
+//! The generated code names everything by absolute path (`::outbox_core::...`, or the path
+//! given with `#[domain_event(crate = "…")]` on the enum). Its locals
 //! (`out`, `payload`) have mixed-site hygiene, so a mapping function named like them still
 //! resolves to the user's function.
 //!
@@ -32,6 +33,7 @@ use syn::spanned::Spanned;
 use syn::{Data, DeriveInput, GenericParam, Variant};
 
 use self::fate::Fate;
+use crate::runtime::{Core, Runtime};
 use crate::shared::Errors;
 
 /// Expands the derive: the impl, or the errors and a stub impl.
@@ -48,7 +50,9 @@ pub fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
     let variants = shape::variants(input, &mut errors);
     shape::check_generics(input, &mut errors);
     let mut fates = Vec::new();
+    let mut krate = None;
     if let Some(variants) = variants {
+        krate = attr::parse_enum(input, &mut errors);
         shape::check_misplaced(input, variants, &mut errors);
         for variant in variants {
             let fate = attr::parse(variant, &mut errors)
@@ -57,12 +61,13 @@ pub fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
         }
     }
     errors.finish()?;
-    Ok(generate(input, &fates))
+    Ok(generate(input, &Runtime::of(krate.as_ref()), &fates))
 }
 
 /// The output when [`expand`] fails: the errors, plus a stub `DomainEvent` impl (no
 /// contracts, empty name, not local) so that code using the type still type-checks and only
-/// the real mistakes are reported.
+/// the real mistakes are reported. The stub names outbox-core by the `crate = "…"` override
+/// when one can be read.
 ///
 /// No stub is emitted for unions and types with lifetime parameters: they can never be
 /// domain events, and a stub for them would only add errors of its own.
@@ -79,14 +84,15 @@ pub fn fallback(input: &DeriveInput, error: &syn::Error) -> TokenStream {
     let ident = &input.ident;
     let generics = shape::bounded(&input.generics);
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
+    let krate = Runtime::lenient::<Core>(&input.attrs, attr::ATTRIBUTE).krate;
     quote! {
         #errors
         #[automatically_derived]
-        impl #impl_generics ::outbox_core::mapping::DomainEvent for #ident #ty_generics #where_clause {
+        impl #impl_generics #krate::mapping::DomainEvent for #ident #ty_generics #where_clause {
             fn map_contracts(
                 &self,
-                _: &mut ::outbox_core::mapping::ContractSink<'_>,
-            ) -> ::core::result::Result<(), ::outbox_core::mapping::MapError> {
+                _: &mut #krate::mapping::ContractSink<'_>,
+            ) -> ::core::result::Result<(), #krate::mapping::MapError> {
                 ::core::result::Result::Ok(())
             }
             fn event_name(&self) -> &'static str {
@@ -145,7 +151,8 @@ fn map_arm(variant: &Variant, fate: &Fate<'_>) -> TokenStream {
     }
 }
 
-fn generate(input: &DeriveInput, fates: &[(&Variant, Fate<'_>)]) -> TokenStream {
+fn generate(input: &DeriveInput, runtime: &Runtime, fates: &[(&Variant, Fate<'_>)]) -> TokenStream {
+    let krate = &runtime.krate;
     let ident = &input.ident;
     let generics = shape::bounded(&input.generics);
     let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
@@ -185,11 +192,11 @@ fn generate(input: &DeriveInput, fates: &[(&Variant, Fate<'_>)]) -> TokenStream 
 
     quote! {
         #[automatically_derived]
-        impl #impl_generics ::outbox_core::mapping::DomainEvent for #ident #ty_generics #where_clause {
+        impl #impl_generics #krate::mapping::DomainEvent for #ident #ty_generics #where_clause {
             fn map_contracts(
                 &self,
-                #out: &mut ::outbox_core::mapping::ContractSink<'_>,
-            ) -> ::core::result::Result<(), ::outbox_core::mapping::MapError> {
+                #out: &mut #krate::mapping::ContractSink<'_>,
+            ) -> ::core::result::Result<(), #krate::mapping::MapError> {
                 #map_contracts
             }
             fn event_name(&self) -> &'static str {

@@ -16,11 +16,11 @@
 //! unit-of-work check is written once, and a failure of it leaves an error type behind that
 //! rustc does not report again; see [`event_type`]).
 //!
-//! Generated code names everything by absolute path (`::outbox_seaorm::...`, `::core::...`);
-//! it reaches `outbox_core` through `outbox_seaorm`'s re-export (`::outbox_seaorm::core`), so a
-//! consumer crate needs only `outbox-seaorm`, and `inventory` through
-//! `::outbox_seaorm::__private`. Its locals (`uow`, `event`, `envelope`) have mixed-site
-//! hygiene.
+//! Generated code names everything by absolute path (`::outbox_seaorm::...`, or the path given
+//! with `crate = "…"`, and `::core::...`); it reaches `outbox_core` through `outbox_seaorm`'s
+//! re-export (`::outbox_seaorm::core`), so a consumer crate needs only `outbox-seaorm`, and
+//! `inventory` through outbox-seaorm's versioned support module (see [`crate::runtime`]). Its
+//! locals (`uow`, `event`, `envelope`) have mixed-site hygiene.
 
 mod args;
 mod signature;
@@ -33,6 +33,7 @@ use syn::spanned::Spanned;
 
 use self::args::HandlerArgs;
 use self::signature::Handler;
+use crate::runtime::{Runtime, SeaOrm};
 use crate::shared::Errors;
 
 /// Expands the attribute: the function and its handler, or the errors and the function.
@@ -205,17 +206,19 @@ fn generate(function: &ItemFn, args: &HandlerArgs, handler: &Handler<'_>) -> Tok
     // where a future that is not `Send` is reported ("future returned by `reserve_stock` is not
     // `Send`"). Each `upcast` is spanned on its older contract, where a missing `From` impl is
     // reported.
+    let runtime = Runtime::of::<SeaOrm>(args.krate.0.as_ref());
+    let Runtime { krate, private } = &runtime;
     let uow = range(handler.uow);
-    let event = event_type(handler, uow);
-    let mapper = mapper_fn(args, uow);
-    let handle = handle_fn(ident, handler, uow);
+    let event = event_type(&runtime, handler, uow);
+    let mapper = mapper_fn(&runtime, args, uow);
+    let handle = handle_fn(&runtime, ident, handler, uow);
     let upcasts = args.upcast.iter().map(|upcast| {
         let from = &upcast.from;
         let mut handler = ident.clone();
         handler.set_span(from.span());
         quote_spanned! {from.span()=>
-            ::outbox_seaorm::__private::inventory::submit! {
-                ::outbox_seaorm::inbox::HandlerRegistration::upcast::<#handler, #from>()
+            #private::inventory::submit! {
+                #krate::inbox::HandlerRegistration::upcast::<#handler, #from>()
             }
         }
     });
@@ -228,7 +231,8 @@ fn generate(function: &ItemFn, args: &HandlerArgs, handler: &Handler<'_>) -> Tok
         #vis struct #ident {}
 
         const _: () = {
-            impl ::outbox_seaorm::inbox::InboxHandler for #ident {
+            #[automatically_derived]
+            impl #krate::inbox::InboxHandler for #ident {
                 type Contract = #contract;
                 #event
                 type Error = #error;
@@ -240,8 +244,8 @@ fn generate(function: &ItemFn, args: &HandlerArgs, handler: &Handler<'_>) -> Tok
                 #handle
             }
 
-            ::outbox_seaorm::__private::inventory::submit! {
-                ::outbox_seaorm::inbox::HandlerRegistration::of::<#ident>()
+            #private::inventory::submit! {
+                #krate::inbox::HandlerRegistration::of::<#ident>()
             }
             #(#upcasts)*
         };
@@ -260,42 +264,44 @@ fn generate(function: &ItemFn, args: &HandlerArgs, handler: &Handler<'_>) -> Tok
 /// `Self::Event`, is an error, which rustc reports no further. The checked type is
 /// `__private::Argument<U>` spanned from the argument's `&` to its last token, so that the error
 /// points at the whole argument (`&sea_orm::DatabaseConnection`), as its message spells it.
-fn event_type(handler: &Handler<'_>, uow: Range) -> TokenStream {
+fn event_type(runtime: &Runtime, handler: &Handler<'_>, uow: Range) -> TokenStream {
+    let Runtime { krate, private } = runtime;
     let ty = handler.uow;
     let argument = range(handler.uow_argument);
     let open = argument.at_first(quote! {
-        ::outbox_seaorm::__private::check::<<::outbox_seaorm::__private::Argument<
+        #private::check::<<#private::Argument<
     });
     let close = argument.at_last(quote! {
-        > as ::outbox_seaorm::inbox::UnitOfWorkArg>::Event>()
+        > as #krate::inbox::UnitOfWorkArg>::Event>()
     });
     let check = quote!(#open #ty #close);
     let before = uow.at_first(quote!(type Event = <));
     let after = uow.at_last(quote!(
-        as ::outbox_seaorm::__private::HandlerEvent<{ #check }>>::Event;
+        as #private::HandlerEvent<{ #check }>>::Event;
     ));
     quote!(#before #ty #after)
 }
 
 /// `fn mapper()`: `mapper = …` converted with `Into` (spanned on the expression: a mapper of
 /// other events is reported there), or the derived mapping.
-fn mapper_fn(args: &HandlerArgs, uow: Range) -> TokenStream {
+fn mapper_fn(runtime: &Runtime, args: &HandlerArgs, uow: Range) -> TokenStream {
+    let krate = &runtime.krate;
     let body = match &args.mapper.0 {
         Some(mapper) => {
             let expr = &mapper.0;
             quote_spanned! {expr.span()=>
-                ::core::convert::Into::<::outbox_seaorm::unit_of_work::MapperRef<Self::Event>>::into(#expr)
+                ::core::convert::Into::<#krate::unit_of_work::MapperRef<Self::Event>>::into(#expr)
             }
         }
         None => {
             let path = uow.respan(quote!(
-                ::outbox_seaorm::inbox::derived_mapper::<Self::Event>
+                #krate::inbox::derived_mapper::<Self::Event>
             ));
             quote!(#path())
         }
     };
     let signature = uow.respan(quote! {
-        fn mapper() -> ::outbox_seaorm::unit_of_work::MapperRef<Self::Event>
+        fn mapper() -> #krate::unit_of_work::MapperRef<Self::Event>
     });
     let body = uow.at_last(quote!({ #body }));
     quote!(#signature #body)
@@ -303,8 +309,9 @@ fn mapper_fn(args: &HandlerArgs, uow: Range) -> TokenStream {
 
 /// `fn handle()`: calls the user's function with the unit of work, the contract and, when it
 /// takes it, the envelope.
-fn handle_fn(ident: &Ident, handler: &Handler<'_>, uow: Range) -> TokenStream {
-    let uow_param = uow.respan(quote!(&'a ::outbox_seaorm::UnitOfWork<Self::Event>));
+fn handle_fn(runtime: &Runtime, ident: &Ident, handler: &Handler<'_>, uow: Range) -> TokenStream {
+    let krate = &runtime.krate;
+    let uow_param = uow.respan(quote!(&'a #krate::UnitOfWork<Self::Event>));
     let uow_var = local("uow", uow.first);
     let event_var = local("event", Span::call_site());
     let envelope_var = local("envelope", Span::call_site());
@@ -323,7 +330,7 @@ fn handle_fn(ident: &Ident, handler: &Handler<'_>, uow: Range) -> TokenStream {
         fn handle<'a>(
             #uow_var: #uow_param,
             #event_var: Self::Contract,
-            #envelope_param: &'a ::outbox_seaorm::core::Envelope,
+            #envelope_param: &'a #krate::core::Envelope,
         ) -> impl ::core::future::Future<
             Output = ::core::result::Result<(), Self::Error>,
         > + ::core::marker::Send + 'a {

@@ -6,9 +6,10 @@
 //! them together with a stub impl (see [`fallback`]) so that one mistake in the attribute does
 //! not cascade into "`IntegrationEvent` is not implemented" errors wherever the type is used.
 //!
-//! Generated code names everything by absolute path (`::outbox_core::...`) and reaches
-//! `inventory` and `schemars` through `::outbox_core::__private`, so contract crates need
-//! neither as a direct dependency.
+//! Generated code names everything by absolute path (`::outbox_core::...`, or the path given
+//! with `crate = "…"`) and reaches `inventory` and `schemars` through outbox-core's versioned
+//! support module (see [`crate::runtime`]), so contract crates need neither as a direct
+//! dependency.
 
 mod attr;
 mod body;
@@ -22,6 +23,7 @@ use syn::spanned::Spanned;
 use syn::{Data, DeriveInput};
 
 use self::body::KeyAccess;
+use crate::runtime::{Core, Runtime};
 use crate::shared::Errors;
 
 /// Expands the derive: the impl and registration, or the errors and a stub impl.
@@ -80,6 +82,7 @@ pub fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
     match (event_type, key, aggregate, access) {
         (Some(event_type), Some(key), Some(aggregate), Some(access)) => Ok(generate(
             input,
+            &Runtime::of(options.and_then(|o| o.krate.as_ref())),
             &Contract {
                 event_type,
                 aggregate,
@@ -98,7 +101,8 @@ pub fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
 
 /// The output when [`expand`] fails: the errors, plus a stub `IntegrationEvent` impl (empty
 /// names, version 0, empty aggregate id) so that code using the type still type-checks and
-/// only the real mistakes are reported.
+/// only the real mistakes are reported. The stub names outbox-core by the `crate = "…"`
+/// override when one can be read.
 ///
 /// No stub is emitted for unions and generic types: they can never be contracts, and a stub
 /// for them would only add errors of its own (unmet supertraits, `T: 'static`, ...).
@@ -109,10 +113,11 @@ pub fn fallback(input: &DeriveInput, error: &syn::Error) -> TokenStream {
     }
     let ident = &input.ident;
     let where_clause = &input.generics.where_clause;
+    let krate = Runtime::lenient::<Core>(&input.attrs, attr::ATTRIBUTE).krate;
     quote! {
         #errors
         #[automatically_derived]
-        impl ::outbox_core::IntegrationEvent for #ident #where_clause {
+        impl #krate::IntegrationEvent for #ident #where_clause {
             const EVENT_TYPE: &'static str = "";
             const NAME: &'static str = "";
             const VERSION: u32 = 0;
@@ -135,7 +140,8 @@ struct Contract<'a> {
     description: docs::Description,
 }
 
-fn generate(input: &DeriveInput, contract: &Contract<'_>) -> TokenStream {
+fn generate(input: &DeriveInput, runtime: &Runtime, contract: &Contract<'_>) -> TokenStream {
+    let Runtime { krate, private } = runtime;
     let ident = &input.ident;
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
     let Contract {
@@ -171,7 +177,7 @@ fn generate(input: &DeriveInput, contract: &Contract<'_>) -> TokenStream {
     quote! {
         const _: () = {
             #[automatically_derived]
-            impl #impl_generics ::outbox_core::IntegrationEvent for #ident #ty_generics #where_clause {
+            impl #impl_generics #krate::IntegrationEvent for #ident #ty_generics #where_clause {
                 const EVENT_TYPE: &'static str = #full;
                 const NAME: &'static str = #name;
                 const VERSION: u32 = #version;
@@ -182,7 +188,7 @@ fn generate(input: &DeriveInput, contract: &Contract<'_>) -> TokenStream {
                 }
             }
 
-            const REGISTRATION: ::outbox_core::ContractRegistration = ::outbox_core::ContractRegistration {
+            const REGISTRATION: #krate::ContractRegistration = #krate::ContractRegistration {
                 event_type: #full,
                 name: #name,
                 version: #version,
@@ -190,9 +196,9 @@ fn generate(input: &DeriveInput, contract: &Contract<'_>) -> TokenStream {
                 key_field: #key_field,
                 rust_type: ::core::concat!(::core::module_path!(), "::", #rust_type),
                 description: #description,
-                schema: ::outbox_core::__private::schema_for::<#ident #ty_generics>,
+                schema: #private::schema_for::<#ident #ty_generics>,
             };
-            ::outbox_core::__private::inventory::submit!(REGISTRATION);
+            #private::inventory::submit!(REGISTRATION);
         };
     }
 }

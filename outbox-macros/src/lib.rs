@@ -12,6 +12,7 @@
 mod domain_event;
 mod inbox_handler;
 mod integration_event;
+mod runtime;
 mod shared;
 #[cfg(test)]
 mod snapshot;
@@ -31,8 +32,10 @@ use proc_macro::TokenStream;
 /// ```
 ///
 /// Attribute keys: `name` (string literal, the versioned event type), `key` (the field that
-/// identifies the aggregate) and the optional `aggregate` (string literal, the aggregate type;
-/// by default the key's name without `_id`, in kebab case).
+/// identifies the aggregate), the optional `aggregate` (string literal, the aggregate type;
+/// by default the key's name without `_id`, in kebab case) and the optional `crate` (the path
+/// of `outbox-core`, `crate = "renamed_core"`, when the dependency is renamed in Cargo.toml or
+/// reached through a re-export).
 #[proc_macro_derive(IntegrationEvent, attributes(integration_event))]
 pub fn derive_integration_event(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
@@ -62,7 +65,8 @@ pub fn derive_integration_event(input: TokenStream) -> TokenStream {
 ///
 /// Every variant carries exactly one `#[domain_event(...)]` with either one or more
 /// `contract = <type>` (newtype variants only), one `map = <function>`, or `local`. A variant
-/// without the attribute does not compile.
+/// without the attribute does not compile. On the enum itself, `#[domain_event(crate =
+/// "renamed_core")]` names `outbox-core` when the dependency is renamed.
 #[proc_macro_derive(DomainEvent, attributes(domain_event))]
 pub fn derive_domain_event(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);
@@ -117,6 +121,8 @@ pub fn derive_domain_event(input: TokenStream) -> TokenStream {
 ///   does).
 /// - `upcast(from = <type>)` (optional, repeatable): an older contract the handler also
 ///   accepts, decoded as that type and converted with `From`.
+/// - `crate = "…"` (optional): the path of `outbox-seaorm` (`crate = "renamed_seaorm"`), when
+///   the dependency is renamed in Cargo.toml or reached through a re-export.
 ///
 /// Generated, next to the function (which stays as written, callable in unit tests): a braced
 /// struct of the same name (in the type namespace, so it does not clash with the function)

@@ -230,5 +230,8 @@ pub use wakeup::PostgresWakeup;
 /// [`inbox::InboxHandler`].
 pub use outbox_macros::inbox_handler;
 
+// Support for the code `#[inbox_handler]` generates, under a name carrying the version (as
+// `outbox_core::__private_0_1_0`): a macros crate of another version fails to compile.
 #[doc(hidden)]
-pub mod __private;
+#[path = "__private.rs"]
+pub mod __private_0_1_0;

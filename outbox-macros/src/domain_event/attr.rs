@@ -1,15 +1,17 @@
-//! The `#[domain_event(...)]` attribute of a variant, parsed with darling.
+//! The `#[domain_event(...)]` attributes, parsed with darling: on each variant (its fate), and
+//! on the enum itself (`crate = …` only).
 //!
 //! darling checks the attribute's syntax: unknown keys (with a "did you mean" suggestion),
-//! duplicate `map` or `local` and values of the wrong kind. Which attributes a variant carries,
-//! and whether its options fit together and fit the variant's shape, is checked here and in
-//! the parent module, so that all those errors are reported together.
+//! duplicate `map`, `local` or `crate` and values of the wrong kind. Which attributes a variant
+//! carries, and whether its options fit together and fit the variant's shape, is checked here
+//! and in the parent module, so that all those errors are reported together.
 
 use darling::FromMeta;
 use proc_macro2::Span;
 use syn::spanned::Spanned;
-use syn::{Attribute, Expr, ExprPath, Meta, TypePath, Variant};
+use syn::{Attribute, DeriveInput, Expr, ExprPath, Meta, TypePath, Variant};
 
+use crate::runtime::{CRATE, Core, CratePath};
 use crate::shared::{Errors, str_lit, ungroup};
 
 /// The path of the attribute.
@@ -23,6 +25,49 @@ const MAP_EXAMPLE: &str = "map = crate::mapping::map_order_shipped";
 /// The three ways to decide a variant's fate, as the user writes them.
 pub(crate) const CHOICES: &str = "`#[domain_event(contract = …)]`, `#[domain_event(map = …)]` or \
                                   `#[domain_event(local)]`";
+
+/// The options of `#[domain_event(...)]` on the enum, as written.
+#[derive(Debug, FromMeta)]
+pub(crate) struct EnumOptions {
+    /// `crate = "renamed_core"`: the path of `outbox-core`, for a renamed dependency.
+    #[darling(rename = "crate")]
+    pub(crate) krate: Option<CratePath<Core>>,
+}
+
+/// Whether `attr` is a `#[domain_event(...)]` list holding a `crate` key: an attribute of
+/// the enum. Any other `#[domain_event]` on the enum belongs on a variant.
+pub(crate) fn is_enum_attr(attr: &Attribute) -> bool {
+    let Meta::List(list) = &attr.meta else {
+        return false;
+    };
+    attr.path().is_ident(ATTRIBUTE)
+        && darling::ast::NestedMeta::parse_meta_list(list.tokens.clone()).is_ok_and(|items| {
+            items.iter().any(|item| {
+                matches!(item, darling::ast::NestedMeta::Meta(meta) if meta.path().is_ident(CRATE))
+            })
+        })
+}
+
+/// Parses the enum's `#[domain_event(crate = …)]` (see [`is_enum_attr`]), reporting into
+/// `errors` darling's errors (on the offending tokens) and every attribute after the first
+/// that gives `crate` (on itself).
+///
+/// The override, if one is given and valid.
+pub(crate) fn parse_enum(input: &DeriveInput, errors: &mut Errors) -> Option<CratePath<Core>> {
+    let mut first = None;
+    for attr in input.attrs.iter().filter(|attr| is_enum_attr(attr)) {
+        let options = errors.handle(EnumOptions::from_meta(&attr.meta).map_err(Into::into));
+        if first.is_some() {
+            errors.push(syn::Error::new_spanned(
+                attr,
+                "duplicate `crate`: write it once, in one #[domain_event(crate = …)] on the enum",
+            ));
+        } else {
+            first = Some(options.and_then(|options| options.krate));
+        }
+    }
+    first.flatten()
+}
 
 /// The options of one `#[domain_event(...)]` as written, not yet validated.
 #[derive(Debug, FromMeta)]

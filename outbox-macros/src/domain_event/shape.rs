@@ -1,5 +1,5 @@
 //! What the derive accepts as a domain event type: an enum, without lifetime parameters,
-//! whose attributes are on its variants.
+//! whose attributes are on its variants (only `crate = …` goes on the enum).
 //!
 //! Type and const parameters are accepted; each type parameter gets the bounds of the
 //! `DomainEvent` trait (`Send + 'static`), see [`bounded`].
@@ -8,7 +8,7 @@ use quote::quote;
 use syn::punctuated::Punctuated;
 use syn::{Data, DeriveInput, GenericParam, Generics, Token, Variant, parse_quote};
 
-use super::attr::ATTRIBUTE;
+use super::attr::{ATTRIBUTE, is_enum_attr};
 use crate::shared::Errors;
 
 /// The variants of `input`, if it is an enum; reports structs and unions.
@@ -56,7 +56,8 @@ pub(crate) fn check_generics(input: &DeriveInput, errors: &mut Errors) {
     }
 }
 
-/// Reports `#[domain_event(...)]` on the enum itself or on a field: it belongs on variants.
+/// Reports `#[domain_event(...)]` on the enum itself (other than `crate = …`, see
+/// [`is_enum_attr`]) or on a field: it belongs on variants.
 pub(crate) fn check_misplaced(
     input: &DeriveInput,
     variants: &Punctuated<Variant, Token![,]>,
@@ -69,6 +70,7 @@ pub(crate) fn check_misplaced(
     for (attr, place) in input
         .attrs
         .iter()
+        .filter(|attr| !is_enum_attr(attr))
         .map(|attr| (attr, "the enum"))
         .chain(on_fields.map(|attr| (attr, "a field")))
     {

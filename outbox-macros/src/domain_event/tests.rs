@@ -429,3 +429,75 @@ fn stub_only_without_unions_and_lifetimes() {
         }
     )));
 }
+
+#[test]
+fn snapshot_crate_override() {
+    assert_snapshot(
+        "crate_override",
+        quote! {
+            #[domain_event(crate = renamed_core)]
+            pub enum OrderingEvent {
+                #[domain_event(contract = OrderPlacedV1)]
+                OrderPlaced(OrderPlaced),
+                #[domain_event(local)]
+                PricesRecalculated,
+            }
+        },
+    );
+}
+
+#[test]
+fn crate_override_is_one_path_on_the_enum() {
+    let not_a_path = "`crate` must be the path of the `outbox-core` crate as this crate names it, \
+                      e.g. `crate = \"renamed_core\"` for a dependency renamed in Cargo.toml";
+    for (attrs, expected) in [
+        (
+            quote!(#[domain_event(crate = renamed_core, crate = other)]),
+            "Duplicate field `crate`",
+        ),
+        (
+            quote!(#[domain_event(crate = renamed_core)] #[domain_event(crate = other)]),
+            "duplicate `crate`: write it once, in one #[domain_event(crate = …)] on the enum",
+        ),
+        (quote!(#[domain_event(crate = 5)]), not_a_path),
+        (quote!(#[domain_event(crate = "not a path")]), not_a_path),
+        (
+            quote!(#[domain_event(crate)]),
+            "expected a value, e.g. `crate = \"renamed_core\"`",
+        ),
+        (
+            quote!(#[domain_event(crate = renamed_core, local)]),
+            "Unknown field: `local`. Available values: `crate`",
+        ),
+        // Without `crate`, an attribute on the enum is still one that belongs on a variant.
+        (
+            quote!(#[domain_event(crate = renamed_core)] #[domain_event(local)]),
+            "#[domain_event(...)] belongs on each variant of the enum, not on the enum",
+        ),
+    ] {
+        let messages = messages(quote! {
+            #attrs
+            enum E {
+                #[domain_event(local)]
+                A,
+            }
+        });
+        assert_eq!(messages, [expected], "{attrs}");
+    }
+}
+
+#[test]
+fn the_stub_names_the_overridden_crate() {
+    let input: DeriveInput = syn::parse_quote! {
+        #[domain_event(crate = "renamed_core")]
+        enum E {
+            Forgotten,
+        }
+    };
+    let output = derive(&input).to_string();
+    assert!(
+        output.contains("impl renamed_core :: mapping :: DomainEvent for E"),
+        "{output}"
+    );
+    assert!(!output.contains("outbox_core"), "{output}");
+}

@@ -12,8 +12,10 @@ use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 use syn::{Expr, LitStr, Meta, Type};
 
-use crate::shared::{Errors, str_lit, ungroup};
 use outbox_names::check_consumer_name;
+
+use crate::runtime::{CratePath, SeaOrm};
+use crate::shared::{Errors, str_lit, ungroup};
 
 /// How `consumer` is written.
 const CONSUMER_EXAMPLE: &str = "consumer = \"inventory.reserve-stock\"";
@@ -36,6 +38,9 @@ pub(crate) struct HandlerArgs {
     /// `upcast(from = OrderPlacedV1)`, repeatable: older contracts converted with `From`.
     #[darling(multiple)]
     pub(crate) upcast: Vec<UpcastArg>,
+    /// `crate = "renamed_seaorm"`: the path of `outbox-seaorm`, for a renamed dependency.
+    #[darling(rename = "crate")]
+    pub(crate) krate: Optional<CratePath<SeaOrm>>,
 }
 
 /// Parses the arguments of the attribute, reporting into `errors` a syntax error, darling's

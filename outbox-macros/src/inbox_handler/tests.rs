@@ -532,3 +532,51 @@ fn type_text() {
         assert_eq!(super::signature::type_text(&ty), text);
     }
 }
+
+#[test]
+fn snapshot_crate_override() {
+    assert_snapshot(
+        "crate_override",
+        quote!(
+            consumer = "inventory.reserve-stock",
+            crate = "renamed_seaorm"
+        ),
+        quote! {
+            async fn reserve_stock(
+                uow: &UnitOfWork,
+                event: OrderPlacedV1,
+                envelope: &Envelope,
+            ) -> Result<(), StockError> {
+                Ok(())
+            }
+        },
+    );
+}
+
+#[test]
+fn crate_override_must_be_one_path() {
+    let item = quote! {
+        async fn reserve_stock(uow: &UnitOfWork, event: OrderPlacedV1) -> Result<(), E> {
+            Ok(())
+        }
+    };
+    let not_a_path = "`crate` must be the path of the `outbox-seaorm` crate as this crate names \
+                      it, e.g. `crate = \"renamed_seaorm\"` for a dependency renamed in Cargo.toml";
+    assert_messages(
+        quote!(consumer = "inventory.reserve-stock", crate = a, crate = b),
+        item.clone(),
+        &["Duplicate field `crate`"],
+    );
+    for args in [
+        quote!(consumer = "inventory.reserve-stock", crate = 1),
+        quote!(consumer = "inventory.reserve-stock", crate = "not a path"),
+        quote!(consumer = "inventory.reserve-stock", crate = pub(crate)),
+    ] {
+        assert_messages(args, item.clone(), &[not_a_path]);
+    }
+    assert_messages(
+        quote!(consumer = "inventory.reserve-stock", crate),
+        item,
+        &["expected a value, e.g. `crate = \"renamed_seaorm\"`"],
+    );
+}

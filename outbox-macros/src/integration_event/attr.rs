@@ -8,6 +8,7 @@
 use darling::{FromDeriveInput, FromMeta};
 use syn::{Attribute, DeriveInput, Expr, Ident, LitStr};
 
+use crate::runtime::{Core, CratePath};
 use crate::shared::{str_lit, ungroup};
 
 /// How `name` is written.
@@ -30,6 +31,9 @@ pub(crate) struct ContractAttr {
     pub(crate) key: Option<KeyField>,
     /// `aggregate = "order"`: the aggregate type, instead of the one derived from the key.
     pub(crate) aggregate: Option<AggregateLit>,
+    /// `crate = "renamed_core"`: the path of `outbox-core`, for a renamed dependency.
+    #[darling(rename = "crate")]
+    pub(crate) krate: Option<CratePath<Core>>,
 }
 
 /// The attribute, once we know it is present.

@@ -285,3 +285,71 @@ fn keys_without_values() {
         ]
     );
 }
+
+#[test]
+fn snapshot_crate_override() {
+    assert_snapshot(
+        "crate_override",
+        quote! {
+            #[integration_event(
+                name = "bookstore.ordering.order-placed.v1",
+                key = order_id,
+                crate = "renamed_core",
+            )]
+            pub struct OrderPlacedV1 {
+                pub order_id: u64,
+            }
+        },
+    );
+}
+
+#[test]
+fn crate_override_must_be_one_path() {
+    let not_a_path = "`crate` must be the path of the `outbox-core` crate as this crate names it, \
+                      e.g. `crate = \"renamed_core\"` for a dependency renamed in Cargo.toml";
+    for (attrs, expected) in [
+        (
+            quote!(#[integration_event(name = "a.b.c.v1", key = id, crate = a, crate = b)]),
+            "Duplicate field `crate`",
+        ),
+        (
+            quote! {
+                #[integration_event(name = "a.b.c.v1", key = id, crate = a)]
+                #[integration_event(crate = b)]
+            },
+            "Duplicate field `crate`",
+        ),
+        (
+            quote!(#[integration_event(name = "a.b.c.v1", key = id, crate = 5)]),
+            not_a_path,
+        ),
+        (
+            quote!(#[integration_event(name = "a.b.c.v1", key = id, crate = "not a path")]),
+            not_a_path,
+        ),
+        (
+            quote!(#[integration_event(name = "a.b.c.v1", key = id, crate)]),
+            "expected a value, e.g. `crate = \"renamed_core\"`",
+        ),
+    ] {
+        let messages = messages(quote! {
+            #attrs
+            struct S { id: u64 }
+        });
+        assert_eq!(messages, [expected], "{attrs}");
+    }
+}
+
+#[test]
+fn the_stub_names_the_overridden_crate() {
+    let input: DeriveInput = syn::parse_quote! {
+        #[integration_event(name = "Bad", key = id, crate = ::renamed_core)]
+        struct S { id: u64 }
+    };
+    let output = derive(&input).to_string();
+    assert!(
+        output.contains("impl :: renamed_core :: IntegrationEvent for S"),
+        "{output}"
+    );
+    assert!(!output.contains("outbox_core"), "{output}");
+}

@@ -18,7 +18,7 @@ const _: () = {
         key_field: "copy_id",
         rust_type: ::core::concat!(::core::module_path!(), "::", "CopyShelvedV2"),
         description: "",
-        schema: ::outbox_core::__private::schema_for::<CopyShelvedV2>,
+        schema: ::outbox_core::__private_0_1_0::schema_for::<CopyShelvedV2>,
     };
-    ::outbox_core::__private::inventory::submit!(REGISTRATION);
+    ::outbox_core::__private_0_1_0::inventory::submit!(REGISTRATION);
 };

@@ -18,7 +18,7 @@ const _: () = {
         key_field: "isbn",
         rust_type: ::core::concat!(::core::module_path!(), "::", "BookAddedV1"),
         description: "A book was added to the catalogue.\n\nConsumers index it for search; `isbn` is the ISBN-13.",
-        schema: ::outbox_core::__private::schema_for::<BookAddedV1>,
+        schema: ::outbox_core::__private_0_1_0::schema_for::<BookAddedV1>,
     };
-    ::outbox_core::__private::inventory::submit!(REGISTRATION);
+    ::outbox_core::__private_0_1_0::inventory::submit!(REGISTRATION);
 };

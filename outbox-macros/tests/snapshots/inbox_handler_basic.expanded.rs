@@ -10,14 +10,15 @@ async fn reserve_stock(
 #[allow(non_camel_case_types)]
 struct reserve_stock {}
 const _: () = {
+    #[automatically_derived]
     impl ::outbox_seaorm::inbox::InboxHandler for reserve_stock {
         type Contract = OrderPlacedV1;
         type Event = <UnitOfWork<
             InventoryEvent,
-        > as ::outbox_seaorm::__private::HandlerEvent<
+        > as ::outbox_seaorm::__private_0_1_0::HandlerEvent<
             {
-                ::outbox_seaorm::__private::check::<
-                    <::outbox_seaorm::__private::Argument<
+                ::outbox_seaorm::__private_0_1_0::check::<
+                    <::outbox_seaorm::__private_0_1_0::Argument<
                         UnitOfWork<InventoryEvent>,
                     > as ::outbox_seaorm::inbox::UnitOfWorkArg>::Event,
                 >()
@@ -41,7 +42,7 @@ const _: () = {
             reserve_stock(uow, event)
         }
     }
-    ::outbox_seaorm::__private::inventory::submit! {
+    ::outbox_seaorm::__private_0_1_0::inventory::submit! {
         ::outbox_seaorm::inbox::HandlerRegistration::of:: < reserve_stock > ()
     }
 };

@@ -9,14 +9,15 @@ pub(crate) async fn r#reserve_stock_v2<'a>(
 #[allow(non_camel_case_types)]
 pub(crate) struct r#reserve_stock_v2 {}
 const _: () = {
+    #[automatically_derived]
     impl ::outbox_seaorm::inbox::InboxHandler for r#reserve_stock_v2 {
         type Contract = OrderPlacedV2;
         type Event = <outbox_seaorm::UnitOfWork<
             InventoryEvent,
-        > as ::outbox_seaorm::__private::HandlerEvent<
+        > as ::outbox_seaorm::__private_0_1_0::HandlerEvent<
             {
-                ::outbox_seaorm::__private::check::<
-                    <::outbox_seaorm::__private::Argument<
+                ::outbox_seaorm::__private_0_1_0::check::<
+                    <::outbox_seaorm::__private_0_1_0::Argument<
                         outbox_seaorm::UnitOfWork<InventoryEvent>,
                     > as ::outbox_seaorm::inbox::UnitOfWorkArg>::Event,
                 >()
@@ -42,14 +43,14 @@ const _: () = {
             r#reserve_stock_v2(uow, event, envelope)
         }
     }
-    ::outbox_seaorm::__private::inventory::submit! {
+    ::outbox_seaorm::__private_0_1_0::inventory::submit! {
         ::outbox_seaorm::inbox::HandlerRegistration::of:: < r#reserve_stock_v2 > ()
     }
-    ::outbox_seaorm::__private::inventory::submit! {
+    ::outbox_seaorm::__private_0_1_0::inventory::submit! {
         ::outbox_seaorm::inbox::HandlerRegistration::upcast:: < r#reserve_stock_v2,
         OrderPlacedV1 > ()
     }
-    ::outbox_seaorm::__private::inventory::submit! {
+    ::outbox_seaorm::__private_0_1_0::inventory::submit! {
         ::outbox_seaorm::inbox::HandlerRegistration::upcast:: < r#reserve_stock_v2,
         legacy::OrderPlacedV0 > ()
     }

@@ -25,7 +25,7 @@ const _: () = {
         key_field: "shipment_id",
         rust_type: ::core::concat!(::core::module_path!(), "::", "ShipmentChangedV3"),
         description: "",
-        schema: ::outbox_core::__private::schema_for::<ShipmentChangedV3>,
+        schema: ::outbox_core::__private_0_1_0::schema_for::<ShipmentChangedV3>,
     };
-    ::outbox_core::__private::inventory::submit!(REGISTRATION);
+    ::outbox_core::__private_0_1_0::inventory::submit!(REGISTRATION);
 };

@@ -1,0 +1,48 @@
+use outbox_core::DomainEvent;
+
+#[derive(DomainEvent)]
+#[domain_event(crate = outbox_core, crate = outbox_core)]
+pub enum A {
+    #[domain_event(local)]
+    Noted,
+}
+
+// Across two attributes, too.
+#[derive(DomainEvent)]
+#[domain_event(crate = outbox_core)]
+#[domain_event(crate = "outbox_core")]
+pub enum B {
+    #[domain_event(local)]
+    Noted,
+}
+
+#[derive(DomainEvent)]
+#[domain_event(crate = 5)]
+pub enum C {
+    #[domain_event(local)]
+    Noted,
+}
+
+#[derive(DomainEvent)]
+#[domain_event(crate = "outbox core")]
+pub enum D {
+    #[domain_event(local)]
+    Noted,
+}
+
+#[derive(DomainEvent)]
+#[domain_event(crate)]
+pub enum E {
+    #[domain_event(local)]
+    Noted,
+}
+
+// Only `crate` goes on the enum.
+#[derive(DomainEvent)]
+#[domain_event(crate = outbox_core, local)]
+pub enum F {
+    #[domain_event(local)]
+    Noted,
+}
+
+fn main() {}
