@@ -1,4 +1,4 @@
-//! The relay on PostgreSQL specifically: seeds/000 scenario 5 (commit order differs from
+//! The relay on PostgreSQL specifically: the demo's scenario 5 (commit order differs from
 //! insert order: a watermark loses a row, the status on the row does not) and the
 //! `LISTEN` / `NOTIFY` wake-up, including a listener whose connection is killed.
 
@@ -55,7 +55,7 @@ async fn read(db: &TestDb, condition: &str) -> Vec<(i64, String)> {
         .collect()
 }
 
-/// seeds/000 scenario 5: Ada's transaction takes `seq` 1 but commits after Alan's (`seq`
+/// Scenario 5 (README, The demo): Ada's transaction takes `seq` 1 but commits after Alan's (`seq`
 /// 2). A watermark relay (`seq > last`) publishes #2, moves its mark to 2 and never sees
 /// #1; the relay, which keeps its progress on the row, publishes both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,9 +1,9 @@
-//! Job-queue mode (seeds/003): no broker — the outbox table is the queue and the relay runs
+//! Job-queue mode (README, Job-queue mode): no broker — the outbox table is the queue and the relay runs
 //! each row as a local job chosen by its event type.
 //!
 //! The checkout writes the order and two jobs in **one** unit of work: an order-confirmation
 //! e-mail (worker key `notifications`, retryable) and a payout to the seller (worker key
-//! `payments`, **not** retryable: money leaving). Two relays play the seed's two servers,
+//! `payments`, **not** retryable: money leaving). Two relays play two servers,
 //! each restricted to its worker key:
 //!
 //! - the e-mail goes to a flaky mail server that fails twice, then accepts: the relay
@@ -298,7 +298,8 @@ impl JobQueueReport {
         lines
     }
 
-    /// Every way the run differs from seeds/003's story (empty: the same facts).
+    /// Every way the run differs from the story told in the module documentation (empty:
+    /// the same facts).
     pub fn deviations(&self) -> Vec<String> {
         let mut deviations = Vec::new();
         let mut expect = |ok: bool, what: String| {
@@ -432,7 +433,7 @@ pub async fn run(
         }
     };
 
-    // The two servers of the seed: one relay per worker key, each with its own handlers.
+    // The two servers of the story: one relay per worker key, each with its own handlers.
     let mail_server = Arc::new(FlakyMailServer::default());
     let bank = Arc::new(Bank::default());
     let alerts: Alerts = Arc::new(Mutex::new(Vec::new()));

@@ -1,8 +1,8 @@
 //! # The Bookstore
 //!
-//! The example application of the outbox framework, and the demo of seeds/000: the six
-//! scenarios of the article, run for real with this framework on SQLite, PostgreSQL or
-//! MariaDB, with the in-process broker or a real one.
+//! The example application of the outbox framework, and its demo: the six scenarios of the
+//! outbox article the project started from (README, The demo), run for real with this
+//! framework on SQLite, PostgreSQL or MariaDB, with the in-process broker or a real one.
 //!
 //! - [`ordering`]: the Ordering context — the `Order` aggregate (raises `OrderPlaced` /
 //!   `OrderCancelled`), the explicit mapping to `bookstore-contracts`, the `orders` tables
@@ -10,7 +10,7 @@
 //! - [`inventory`]: the Inventory context — `StockItem` and the `inventory.reserve-stock`
 //!   consumer written with `#[inbox_handler]`;
 //! - [`scenarios`]: scenarios 1–6, each `run(&Env)` returning the facts it measured;
-//! - [`job_queue`]: block 7, the job-queue mode of seeds/003 (local handlers, worker keys, a
+//! - [`job_queue`]: block 7, the job-queue mode (local handlers, worker keys, a
 //!   non-retryable payout that fails and alerts);
 //! - [`env`](mod@env): which database (one fresh database per scenario) and which broker;
 //! - [`broker`]: the brokers, their outages and read-back;

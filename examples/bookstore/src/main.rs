@@ -1,5 +1,5 @@
-//! The Bookstore demo: scenarios 1–6 of seeds/000 and the job-queue mode of seeds/003 (block
-//! 7), run for real with the outbox framework.
+//! The Bookstore demo: scenarios 1–6 of the outbox article and the job-queue mode (block 7),
+//! run for real with the outbox framework; README, The demo, lists them.
 //!
 //! ```text
 //! cargo run -p bookstore                                   # SQLite in a temp folder, in-process broker
@@ -36,8 +36,8 @@ enum BrokerKind {
     Redis,
 }
 
-/// The Bookstore demo: the six scenarios of the outbox article (seeds/000) and the job-queue
-/// mode (seeds/003), run for real.
+/// The Bookstore demo: the six scenarios of the outbox article and the job-queue mode, run
+/// for real (README, The demo, lists them).
 #[derive(Debug, Parser)]
 #[command(name = "bookstore", version)]
 struct Cli {
@@ -67,7 +67,7 @@ struct Cli {
     #[arg(long, value_name = "HOST:PORT[,…]", default_value = DEFAULT_KAFKA_BROKERS)]
     kafka_brokers: String,
 
-    /// Run only this scenario (1–6: seeds/000; 7: the job-queue mode of seeds/003).
+    /// Run only this scenario (1–6: the article's scenarios; 7: the job-queue mode).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=7))]
     scenario: Option<u8>,
 }

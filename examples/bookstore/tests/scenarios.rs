@@ -161,7 +161,7 @@ async fn scenario_6(env: &Env) {
     assert_article_facts(&report);
 }
 
-/// Block 7, the job-queue mode of seeds/003: the e-mail fails twice and is retried with
+/// Block 7, the job-queue mode: the e-mail fails twice and is retried with
 /// backoff; the payout is not retryable: one attempt, `failed`, one alert, never run again.
 async fn job_queue_block(env: &Env) {
     let report = job_queue::run_in(env)
