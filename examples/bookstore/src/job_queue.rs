@@ -49,7 +49,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 /// The block's title.
-pub const TITLE: &str = "Job-queue mode (seeds/003)";
+pub const TITLE: &str = "Job-queue mode (no broker: the outbox is the queue)";
 /// What the block proves.
 pub const CLAIM: &str = "without a broker the relay runs outbox rows as local jobs: a flaky \
                          e-mail is retried with backoff, a payout that must not run twice goes \

@@ -137,8 +137,8 @@ async fn demo(cli: &Cli) -> Result<bool, DemoError> {
         broker: cli.broker(),
     };
     println!(
-        "The Bookstore: the scenarios of seeds/000 and the job queue of seeds/003, run with the \
-         outbox framework"
+        "The Bookstore: six scenarios of the dual-write problem and the job queue, run with \
+         the outbox framework (README, \"The demo\")"
     );
     let temporary = if folder.is_some() {
         " (a fresh temporary folder, removed at the end)"
