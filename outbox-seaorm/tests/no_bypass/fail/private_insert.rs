@@ -3,7 +3,7 @@ async fn forward(
     txn: &sea_orm::DatabaseTransaction,
     outbox: &outbox_seaorm::Outbox,
 ) -> Result<(), sea_orm::DbErr> {
-    outbox_seaorm::write::insert(txn, outbox, Vec::new(), None).await?;
+    outbox_seaorm::sql::insert::insert(txn, outbox, Vec::new(), None).await?;
     Ok(())
 }
 
