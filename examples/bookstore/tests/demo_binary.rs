@@ -122,7 +122,13 @@ fn assert_scenario_6(stdout: &str) {
 
 fn assert_job_queue(stdout: &str) {
     let seven = block(stdout, 7);
-    assert_lines(&seven, &["7) Job-queue mode (no broker: the outbox is the queue)", "check: ok"]);
+    assert_lines(
+        &seven,
+        &[
+            "7) Job-queue mode (no broker: the outbox is the queue)",
+            "check: ok",
+        ],
+    );
     for fact in [
         "mail server called 3×, failed 2×",
         "→ published",
