@@ -50,7 +50,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::Envelope;
+use crate::envelope::Envelope;
 
 /// The outcome of one message of a batch: `Ok(())` when the broker accepted it.
 pub type MessageOutcome = Result<(), PublishError>;

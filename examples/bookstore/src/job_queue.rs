@@ -584,7 +584,7 @@ impl crate::scenarios::Report for JobQueueReport {
 /// is not used: the outbox table is the queue).
 ///
 /// # Errors
-/// [`DemoError`] when the database cannot be set up or the run fails.
+/// [`DemoError`](crate::error::DemoError) when the database cannot be set up or the run fails.
 pub async fn run_in(env: &crate::env::Env) -> Result<JobQueueReport, crate::error::DemoError> {
     let db = env.open_database(7).await?;
     let result = run(db.conn()).await;
