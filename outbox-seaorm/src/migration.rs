@@ -162,8 +162,11 @@ impl MigrationTrait for CreateRelayTables {
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        let statements =
-            schema::drop_relay_statements(manager.get_database_backend(), &self.outbox);
+        let backend = manager.get_database_backend();
+        let tables = &self.outbox.tables().relay;
+        let statements = [&tables.leases, &tables.instances, &tables.operator_log]
+            .map(|table| schema::drop_statement(backend, table))
+            .to_vec();
         schema::execute_all(manager.get_connection(), statements).await
     }
 }
@@ -210,8 +213,8 @@ impl MigrationTrait for CreateInboxDeadLetters {
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         let backend = manager.get_database_backend();
         let statements = vec![
-            schema::drop_parked_statement(backend, &self.outbox),
-            schema::drop_dead_letter_statement(backend, &self.outbox),
+            schema::drop_statement(backend, &self.outbox.tables().parked),
+            schema::drop_statement(backend, &self.outbox.tables().dead_letters),
         ];
         schema::execute_all(manager.get_connection(), statements).await
     }

@@ -6,8 +6,6 @@ use sea_orm::sea_query::{Alias, Index, Table};
 use super::outbox::with_indexes;
 use super::types::{Kind, column, mysql_options, not_null, null};
 use crate::config::Outbox;
-#[cfg(feature = "migration")]
-use crate::sql::dialect::quote_table;
 use crate::sql::dialect::table_ref;
 use crate::table::index_name;
 
@@ -47,13 +45,4 @@ pub(crate) fn statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
         .col(Alias::new("status"))
         .col(Alias::new("id"));
     with_indexes(backend, table, vec![by_consumer])
-}
-
-/// `DROP TABLE IF EXISTS` of the dead-letter table.
-#[cfg(feature = "migration")]
-pub(crate) fn drop_statement(backend: DbBackend, outbox: &Outbox) -> String {
-    format!(
-        "DROP TABLE IF EXISTS {}",
-        quote_table(backend, &outbox.tables().dead_letters)
-    )
 }

@@ -77,13 +77,6 @@ mod parked;
 mod relay;
 mod types;
 
-#[cfg(feature = "migration")]
-pub(crate) use dead_letter::drop_statement as drop_dead_letter_statement;
-#[cfg(feature = "migration")]
-pub(crate) use parked::drop_statement as drop_parked_statement;
-#[cfg(feature = "migration")]
-pub(crate) use relay::drop_statements as drop_relay_statements;
-
 use crate::config::Outbox;
 #[cfg(feature = "migration")]
 use crate::sql::dialect::table_ref;

@@ -7,8 +7,6 @@ use sea_orm::sea_query::{Alias, ConditionalStatement as _, Expr, ExprTrait as _,
 use super::outbox::with_indexes;
 use super::types::{Kind, column, mysql_options, not_null, null};
 use crate::config::Outbox;
-#[cfg(feature = "migration")]
-use crate::sql::dialect::quote_table;
 use crate::sql::dialect::table_ref;
 use crate::status::{HOLDING, OutboxStatus};
 use crate::table::index_name;
@@ -93,17 +91,6 @@ pub(crate) fn statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
         statements.push(backend.build(&retrying).to_string());
     }
     statements
-}
-
-/// `DROP TABLE IF EXISTS` of the relay tables (the dead-row index goes with the outbox
-/// table).
-#[cfg(feature = "migration")]
-pub(crate) fn drop_statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
-    let tables = &outbox.tables().relay;
-    [&tables.leases, &tables.instances, &tables.operator_log]
-        .iter()
-        .map(|table| format!("DROP TABLE IF EXISTS {}", quote_table(backend, table)))
-        .collect()
 }
 
 #[cfg(test)]

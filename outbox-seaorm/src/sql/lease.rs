@@ -38,7 +38,7 @@ impl Store {
             } else {
                 "INSERT INTO "
             };
-            sql.push(verb).table(&self.tables.leases).push(&format!(
+            sql.push(verb).table(&self.tables().leases).push(&format!(
                 " ({}, {}, {}) VALUES ",
                 quote(self.backend, "name"),
                 quote(self.backend, "token"),
@@ -83,7 +83,7 @@ impl Store {
         let mut sql = self.sql();
         // MariaDB evaluates SET assignments left to right on the updated row: `owner` last.
         sql.push("UPDATE ")
-            .table(&self.tables.leases)
+            .table(&self.tables().leases)
             .push(&format!(
                 " SET {token} = CASE WHEN {owner} = ",
                 token = q("token"),
@@ -131,7 +131,7 @@ impl Store {
         let q = |name: &str| quote(self.backend, name);
         let mut sql = self.sql();
         sql.push("UPDATE ")
-            .table(&self.tables.leases)
+            .table(&self.tables().leases)
             .push(&format!(
                 " SET {} = NULL, {} = ",
                 q("owner"),
@@ -161,7 +161,7 @@ impl Store {
         let q = |name: &str| quote(self.backend, name);
         let mut sql = self.sql();
         sql.push(&format!("SELECT {} AS name FROM ", q("name")))
-            .table(&self.tables.leases)
+            .table(&self.tables().leases)
             .push(&format!(" WHERE {} = ", q("owner")))
             .bind(dialect::text(owner))
             .push(&format!(" AND {} > ", q("expires_at")))
@@ -203,7 +203,7 @@ impl Store {
         let q = |name: &str| quote(self.backend, name);
         let mut sql = self.sql();
         sql.push("INSERT INTO ")
-            .table(&self.tables.instances)
+            .table(&self.tables().instances)
             .push(&format!(
                 " ({}, {}, {}, {}, {}, {}) VALUES (",
                 q("instance_id"),
@@ -259,7 +259,7 @@ impl Store {
         let q = |name: &str| quote(self.backend, name);
         let mut sql = self.sql();
         sql.push(&format!("SELECT {} AS id FROM ", q("instance_id")))
-            .table(&self.tables.instances)
+            .table(&self.tables().instances)
             .push(&format!(" WHERE {} > ", q("expires_at")))
             .bind(self.ts(now));
         if unkeyed_only {
@@ -282,7 +282,7 @@ impl Store {
     ) -> Result<u64, DbErr> {
         let q = |name: &str| quote(self.backend, name);
         let mut sql = self.sql();
-        sql.push("DELETE FROM ").table(&self.tables.instances);
+        sql.push("DELETE FROM ").table(&self.tables().instances);
         match id {
             Some(id) => {
                 sql.push(&format!(" WHERE {} = ", q("instance_id")))

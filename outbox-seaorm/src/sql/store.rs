@@ -17,7 +17,6 @@ use crate::table::RelayTables;
 pub(crate) struct Store {
     pub(super) outbox: Outbox,
     pub(super) backend: DbBackend,
-    pub(super) tables: RelayTables,
     /// The columns a claim reads. PostgreSQL: `o."seq", o."message_id", …`, the
     /// [claimed](Column::claimed) columns in their one order (read by position, see
     /// [`RowDecoder`](super::decode::RowDecoder)). Other backends: `o."seq" AS "seq", …`,
@@ -52,7 +51,6 @@ impl Store {
         Self {
             outbox: outbox.clone(),
             backend,
-            tables: outbox.tables().relay.clone(),
             select_list,
         }
     }
@@ -62,7 +60,7 @@ impl Store {
     }
 
     pub(crate) fn tables(&self) -> &RelayTables {
-        &self.tables
+        &self.outbox.tables().relay
     }
 
     pub(super) fn sql(&self) -> Sql {

@@ -111,7 +111,7 @@ impl Store {
         let columns = LOG_COLUMNS.map(|name| quote(backend, name)).join(", ");
         let mut sql = Sql::new(backend);
         sql.push("INSERT INTO ")
-            .table(&self.tables.operator_log)
+            .table(&self.tables().operator_log)
             .push(&format!(" ({columns}) VALUES ({}, ", entry.seq))
             .bind(dialect::uuid(backend, entry.message_id))
             .push(", ")
@@ -144,7 +144,7 @@ impl Store {
         let columns = LOG_COLUMNS.map(q).join(", ");
         let mut sql = Sql::new(backend);
         sql.push(&format!("SELECT {columns} FROM "))
-            .table(&self.tables.operator_log);
+            .table(&self.tables().operator_log);
         if let Some(id) = message_id {
             sql.push(&format!(" WHERE {} = ", q("message_id")))
                 .bind(dialect::uuid(backend, id));
