@@ -937,6 +937,8 @@ async fn end_to_end_postgres_relay_kafka_mariadb() {
             publisher.clone(),
         )
         .instance_id(id)
+        // Published rows are kept: the test counts them while the broker comes and goes.
+        .retention(Some(Duration::from_secs(3600)))
         .poll_interval(Duration::from_millis(20))
         .heartbeat_interval(Duration::from_millis(500))
         .lease_ttl(Duration::from_secs(6))

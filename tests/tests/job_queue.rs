@@ -215,6 +215,8 @@ impl World {
         let alerts = Arc::clone(&self.alerts);
         Relay::builder(db.conn().clone(), outbox.clone(), self.dispatcher())
             .instance_id(id)
+            // Done jobs are kept: the tests read each job's row afterwards.
+            .retention(Some(Duration::from_secs(7 * 24 * 3600)))
             .poll_interval(Duration::from_millis(20))
             .heartbeat_interval(Duration::from_millis(200))
             .lease_ttl(Duration::from_secs(2))

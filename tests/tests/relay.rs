@@ -54,9 +54,15 @@ backend_tests!(
     claim_ahead_gives_way_to_a_lease_takeover,
     claim_beside_a_mark_holds_back_rows_behind_a_retry,
     claim_ahead_does_not_pass_over_a_late_commit,
+    published_rows_are_deleted_unless_a_retention_keeps_them,
+    the_claim_goes_back_to_the_aggregate_checks_once_a_row_waits,
 );
 
 const AGGREGATE: &str = OrderNotedV2::AGGREGATE_TYPE;
+
+/// A retention for the tests that look at published rows afterwards (the default deletes a
+/// row once it is published).
+const KEEP_PUBLISHED: Option<Duration> = Some(Duration::from_secs(7 * 24 * 3600));
 
 fn t0() -> chrono::DateTime<chrono::Utc> {
     "2026-03-01T09:00:00Z".parse().unwrap()
@@ -155,7 +161,10 @@ async fn scenario_3_broker_down_then_back(db: &TestDb) {
     let (outbox, clock) = manual_outbox();
     setup(db, &outbox).await;
     let broker = InProcessBroker::new();
-    let mut relay = relay(db, &outbox, &broker, "relay-1").build().unwrap();
+    let mut relay = relay(db, &outbox, &broker, "relay-1")
+        .retention(KEEP_PUBLISHED)
+        .build()
+        .unwrap();
     broker.go_down();
 
     eprintln!("3) Outbox: same two scenarios");
@@ -223,6 +232,142 @@ async fn scenario_3_broker_down_then_back(db: &TestDb) {
     );
 }
 
+/// The default retention (zero): the mark deletes a published row, on the relay's path and
+/// on the fast path; a retention keeps it as `published`, with its attempts and time.
+async fn published_rows_are_deleted_unless_a_retention_keeps_them(db: &TestDb) {
+    let (outbox, clock) = manual_outbox();
+    setup(db, &outbox).await;
+    let broker = InProcessBroker::new();
+    broker.fail_messages(|e| {
+        (note_number(e) == 1).then(|| PublishError::unavailable("once, then fixed"))
+    });
+    let ids = note(db, &outbox, "order-1", 0, 3).await;
+    let mut deleting = relay(db, &outbox, &broker, "relay-1").build().unwrap();
+    assert_eq!(deleting.config().retention, Some(Duration::ZERO));
+    let first = deleting.drain().await.unwrap();
+    assert_eq!((first.published, first.retried), (1, 1));
+    let left: Vec<(Uuid, OutboxStatus)> = rows(db, &outbox)
+        .await
+        .iter()
+        .map(|r| (r.envelope.message_id, r.status))
+        .collect();
+    assert_eq!(
+        left,
+        [
+            (ids[1], OutboxStatus::Pending),
+            (ids[2], OutboxStatus::Pending)
+        ],
+        "the published row is gone, the failed one and the one behind it stay"
+    );
+    broker.clear_failures();
+    clock.advance(TimeDelta::seconds(1));
+    assert_eq!(deleting.drain().await.unwrap().published, 2);
+    assert!(rows(db, &outbox).await.is_empty());
+    assert_eq!(received(&broker, "order-1"), [0, 1, 2]);
+    // The fast path deletes too.
+    let fast = deleting.fast_path();
+    let ids = note(db, &outbox, "order-2", 0, 2).await;
+    assert_eq!(fast.publish_committed(&ids).await.unwrap().published, 2);
+    assert!(rows(db, &outbox).await.is_empty());
+
+    // A retention keeps published rows.
+    drop(deleting);
+    let mut keeping = relay(db, &outbox, &broker, "relay-2")
+        .retention(Some(Duration::from_secs(3600)))
+        .build()
+        .unwrap();
+    let kept = note(db, &outbox, "order-3", 0, 2).await;
+    clock.advance(TimeDelta::seconds(10));
+    assert_eq!(keeping.drain().await.unwrap().published, 2);
+    let stored = rows(db, &outbox).await;
+    assert_eq!(
+        stored
+            .iter()
+            .map(|r| (r.envelope.message_id, r.status, r.published_at))
+            .collect::<Vec<_>>(),
+        kept.iter()
+            .map(|id| (
+                *id,
+                OutboxStatus::Published,
+                Some(t0() + TimeDelta::seconds(11))
+            ))
+            .collect::<Vec<_>>()
+    );
+    let ids = note(db, &outbox, "order-4", 0, 1).await;
+    assert_eq!(
+        keeping
+            .fast_path()
+            .publish_committed(&ids)
+            .await
+            .unwrap()
+            .published,
+        1
+    );
+    assert_eq!(
+        row(db, &outbox, ids[0]).await.status,
+        OutboxStatus::Published
+    );
+}
+
+/// The claim skips the per-aggregate checks while no row waits (PostgreSQL evaluates a
+/// whole-table guard once per statement): the batch right after one row goes into backoff,
+/// or dead, must hold back that aggregate's later rows, in the same drain and with the
+/// batches claimed ahead, while every other aggregate goes on.
+async fn the_claim_goes_back_to_the_aggregate_checks_once_a_row_waits(db: &TestDb) {
+    let (outbox, clock) = manual_outbox();
+    setup(db, &outbox).await;
+    let broker = InProcessBroker::new();
+    broker.fail_messages(|e| match (e.aggregate_id.as_str(), note_number(e)) {
+        ("order-7", 1) => Some(PublishError::unavailable("backoff")),
+        ("order-13", 0) => Some(PublishError::rejected("dead")),
+        _ => None,
+    });
+    // 40 aggregates × 4 notes, one note of each aggregate per round: each aggregate's
+    // rows are spread over the batches of 10.
+    for n in 0..4 {
+        for a in 0..40 {
+            note(db, &outbox, &format!("order-{a}"), n, 1).await;
+        }
+    }
+    let mut relay = relay(db, &outbox, &broker, "relay-1")
+        .batch_size(10)
+        .build()
+        .unwrap();
+    let report = relay.drain().await.unwrap();
+    assert_eq!(
+        (report.published, report.retried, report.dead_lettered),
+        (160 - 3 - 4, 1, 1),
+        "{report:?}"
+    );
+    for a in 0..40 {
+        let order = format!("order-{a}");
+        let expected: &[u32] = match a {
+            7 => &[0],
+            13 => &[],
+            _ => &[0, 1, 2, 3],
+        };
+        assert_eq!(received(&broker, &order), expected, "{order}");
+    }
+    // After the backoff the waiting aggregate goes on in order; the dead one stays blocked
+    // until an operator requeues its row.
+    broker.clear_failures();
+    clock.advance(TimeDelta::seconds(1));
+    assert_eq!(relay.drain().await.unwrap().published, 3);
+    assert_eq!(received(&broker, "order-7"), [0, 1, 2, 3]);
+    assert!(received(&broker, "order-13").is_empty());
+    let dead = rows(db, &outbox)
+        .await
+        .into_iter()
+        .find(|r| r.status == OutboxStatus::Dead)
+        .unwrap();
+    let ops = Operations::new(db.conn().clone(), outbox.clone());
+    ops.requeue(dead.envelope.message_id, "alice", None)
+        .await
+        .unwrap();
+    assert_eq!(relay.drain().await.unwrap().published, 4);
+    assert_eq!(received(&broker, "order-13"), [0, 1, 2, 3]);
+}
+
 /// Scenario 4 (README, The demo): the relay crashes after the broker took the message and before
 /// the row was marked; the restarted relay publishes it again with the same message id.
 async fn scenario_4_crash_between_publish_and_mark(db: &TestDb) {
@@ -247,7 +392,10 @@ async fn scenario_4_crash_between_publish_and_mark(db: &TestDb) {
 
     // The crashed relay's leases expire; the restarted relay takes over.
     clock.advance(TimeDelta::seconds(3));
-    let mut second = relay(db, &outbox, &broker, "relay-2").build().unwrap();
+    let mut second = relay(db, &outbox, &broker, "relay-2")
+        .retention(KEEP_PUBLISHED)
+        .build()
+        .unwrap();
     let report = second.drain().await.unwrap();
     eprintln!("  relay #2 (restart): published {}", report.published);
     assert_eq!(report.published, 1);
@@ -452,8 +600,10 @@ async fn many_relays(db: &TestDb, ordering: Ordering, aggregates: u32, events: u
             "order-{a} in order"
         );
     }
-    let stored = rows(db, &outbox).await;
-    assert!(stored.iter().all(|r| r.status == OutboxStatus::Published));
+    assert!(
+        rows(db, &outbox).await.is_empty(),
+        "every row published and deleted"
+    );
     if is_server(db) {
         assert!(
             reports.iter().filter(|r| r.published > 0).count() >= 2,
@@ -579,9 +729,10 @@ async fn poison_row_blocks_only_its_aggregate(db: &TestDb) {
         ("alice", Some("route fixed"))
     );
     assert!(log[0].last_error.as_deref().unwrap().contains("unroutable"));
+    // Published, the row is gone (the default retention): nothing to requeue.
     assert!(matches!(
         ops.requeue(poison[0], "alice", None).await,
-        Err(outbox_seaorm::ops::OpsError::WrongStatus { .. })
+        Err(outbox_seaorm::ops::OpsError::NotFound { .. })
     ));
 }
 
@@ -628,23 +779,24 @@ async fn unreadable_rows_are_dead_lettered(db: &TestDb) {
     assert_eq!(received(&broker, "a"), [0]);
     assert!(received(&broker, "b").is_empty());
     assert_eq!(received(&broker, "c"), [0]);
-    let state = async |seq: i64| {
-        let row = db
-            .conn()
+    let row_of = async |seq: i64| {
+        db.conn()
             .query_one_raw(Statement::from_string(
                 backend,
                 format!("SELECT status, last_error FROM outbox WHERE seq = {seq}"),
             ))
             .await
             .unwrap()
-            .unwrap();
+    };
+    let state = async |seq: i64| {
+        let row = row_of(seq).await.unwrap();
         (
             row.try_get::<String>("", "status").unwrap(),
             row.try_get::<Option<String>>("", "last_error").unwrap(),
         )
     };
     for seq in [a0, c0] {
-        assert_eq!(state(seq).await.0, "published");
+        assert!(row_of(seq).await.is_none(), "published and deleted");
     }
     for seq in [a1, b0] {
         let (status, error) = state(seq).await;
@@ -812,7 +964,10 @@ async fn purge_and_status(db: &TestDb) {
     let (outbox, clock) = manual_outbox();
     setup(db, &outbox).await;
     let broker = InProcessBroker::new();
-    let mut relay = relay(db, &outbox, &broker, "relay-1").build().unwrap();
+    let mut relay = relay(db, &outbox, &broker, "relay-1")
+        .retention(KEEP_PUBLISHED)
+        .build()
+        .unwrap();
     for i in 0..25 {
         note(db, &outbox, &format!("order-{i}"), 0, 1).await;
     }

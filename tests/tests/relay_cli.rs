@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use chrono::TimeDelta;
 use outbox_core::clock::ManualClock;
@@ -56,7 +57,9 @@ async fn operations_command_line(db: &TestDb) {
     let ids = uow.commit().await.unwrap().message_ids;
     let broker = InProcessBroker::new();
     broker.fail_messages(|_| Some(PublishError::rejected("no such exchange")));
+    // Kept after publication: the operator looks at the requeued row and purges it.
     let mut relay = Relay::builder(db.conn().clone(), outbox.clone(), broker.clone())
+        .retention(Some(Duration::from_secs(7 * 24 * 3600)))
         .build()
         .unwrap();
     assert_eq!(relay.drain().await.unwrap().dead_lettered, 1);

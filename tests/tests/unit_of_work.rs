@@ -943,7 +943,9 @@ async fn late_commits_and_serialised_aggregates(db: &TestDb) {
     setup(db, &outbox).await;
     let order_id = checkout(db.conn(), &outbox, "checkout-late").await.unwrap();
     let broker = InProcessBroker::new();
+    // Kept after publication: the test compares the published rows' `seq`s.
     let mut relay = Relay::builder(db.conn().clone(), outbox.clone(), broker.clone())
+        .retention(Some(Duration::from_secs(3600)))
         .build()
         .unwrap();
     relay.drain().await.unwrap();

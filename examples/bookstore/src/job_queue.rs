@@ -67,6 +67,8 @@ pub const MAIL_FAILURES: u32 = 2;
 /// First retry delay of the demo's relays (then doubling, plus jitter).
 pub const FIRST_RETRY_DELAY: Duration = Duration::from_millis(50);
 
+/// How long the job relays keep done jobs: the demo reads each job's row afterwards.
+const KEEP_DONE_JOBS: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How long the demo waits for the e-mail's retries before reporting what it has.
 const PATIENCE: Duration = Duration::from_secs(20);
 
@@ -367,6 +369,9 @@ fn worker(
         .batch_size(10)
         .listen(false)
         .backoff(Backoff::new().with_min_delay(FIRST_RETRY_DELAY))
+        // The demo shows each job's row afterwards: keep done jobs (the default deletes
+        // a row once it is published).
+        .retention(Some(KEEP_DONE_JOBS))
         .alert_hook(move |job: FailedJob| {
             let alerts = Arc::clone(&alerts);
             async move {

@@ -10,7 +10,7 @@ use outbox_core::publish::Publisher;
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, IsolationLevel};
 
 use super::core::Core;
-use super::decide::{Mark, apply_marks, count_marks, decide, to_delta};
+use super::decide::{Mark, PublishedRows, apply_marks, count_marks, decide, to_delta};
 use super::report::{BatchReport, RelayError};
 use crate::lease::{RELAY_LEASE, lease_partition};
 use crate::sql::{Claim, ClaimedRow, LeaseLock, PastInFlight};
@@ -251,7 +251,15 @@ impl<P: Publisher + 'static> Core<P> {
         rows: &[ClaimedRow],
         marks: &[Mark],
     ) -> Result<BatchReport, DbErr> {
-        apply_marks(&self.store, conn, rows, marks, self.now()).await
+        apply_marks(
+            &self.store,
+            conn,
+            rows,
+            marks,
+            self.now(),
+            PublishedRows::of(&self.config),
+        )
+        .await
     }
 
     fn count(&self, rows: &[ClaimedRow], marks: &[Mark]) {

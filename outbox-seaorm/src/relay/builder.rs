@@ -74,8 +74,10 @@ impl<P: Publisher + 'static> RelayBuilder<P> {
         self
     }
 
-    /// Retention of published rows, deleted by the running relay (default 7 days; `None`
-    /// keeps them).
+    /// How long published rows are kept (see [`RelayConfig::retention`]): by default
+    /// (`Some(Duration::ZERO)`) the mark deletes a row once it is published, the fastest
+    /// layout; a longer retention keeps published rows for operators, deleted by the running
+    /// relay's cleanup once older; `None` keeps them for good.
     pub fn retention(mut self, retention: Option<Duration>) -> Self {
         self.config.retention = retention;
         self

@@ -18,8 +18,9 @@ pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);
 /// Default limit of one `publish` call.
 pub const DEFAULT_PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
-/// Default retention of published rows.
-pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Default retention of published rows: none, the mark deletes a row once it is published
+/// (see [`RelayConfig::retention`]).
+pub const DEFAULT_RETENTION: Duration = Duration::ZERO;
 /// Default time between retention cleanups.
 pub const DEFAULT_PURGE_INTERVAL: Duration = Duration::from_secs(600);
 /// Default rows deleted per cleanup statement.
@@ -35,7 +36,7 @@ pub const DEFAULT_PURGE_BATCH: usize = 1_000;
 /// | backoff | [`Backoff::default`]: 1 s · 2ⁿ⁻¹, at most 5 min, plus jitter |
 /// | ordering | [`Ordering::PerAggregate`] |
 /// | dead-letter policy | [`DeadLetterPolicy::Block`] |
-/// | retention of published rows | 7 days ([`DEFAULT_RETENTION`]), purged every 10 min in batches of 1 000 |
+/// | retention of published rows | none ([`DEFAULT_RETENTION`]): the mark deletes a published row; a longer retention keeps it, purged every 10 min in batches of 1 000 |
 /// | lease TTL | 30 s ([`DEFAULT_LEASE_TTL`]), heartbeat every 10 s |
 /// | publish timeout | 10 s ([`DEFAULT_PUBLISH_TIMEOUT`]) |
 /// | `LISTEN` wake-up | on (PostgreSQL, when the outbox has a `NOTIFY` channel) |
@@ -59,7 +60,16 @@ pub struct RelayConfig {
     pub ordering: Ordering,
     /// What a dead row does to its aggregate's later rows.
     pub dead_letter_policy: DeadLetterPolicy,
-    /// Published rows older than this are deleted by the running relay (`None`: keep).
+    /// How long published rows are kept: `Some(Duration::ZERO)` (the default) deletes a
+    /// row in the same transaction that marks it published; a longer retention keeps it
+    /// with `status = 'published'` until the running relay's cleanup deletes it; `None`
+    /// keeps it for good.
+    ///
+    /// Keeping published rows costs throughput: the mark is then an `UPDATE` that can never
+    /// be a HOT update (`status` is in the predicates of the partial indexes), a new row
+    /// version with an entry in the primary key and the message-id index, where a `DELETE`
+    /// writes neither (see `BENCHMARKS.md`). What is kept in any case: pending, dead,
+    /// failed and skipped rows, the operator log, and the published counts in the metrics.
     pub retention: Option<Duration>,
     /// Time between two retention cleanups.
     pub purge_interval: Duration,

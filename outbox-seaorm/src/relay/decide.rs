@@ -235,6 +235,26 @@ pub(crate) async fn decide<P: Publisher + ?Sized>(
     marks
 }
 
+/// What becomes of a published row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PublishedRows {
+    /// `status = 'published'`, deleted later by the retention cleanup.
+    Keep,
+    /// Deleted by the mark (retention zero).
+    Delete,
+}
+
+impl PublishedRows {
+    /// What `config` asks for.
+    pub(crate) fn of(config: &RelayConfig) -> Self {
+        if config.retention == Some(std::time::Duration::ZERO) {
+            Self::Delete
+        } else {
+            Self::Keep
+        }
+    }
+}
+
 /// Writes the marks; returns the batch report.
 pub(crate) async fn apply_marks<C: ConnectionTrait>(
     store: &Store,
@@ -242,6 +262,7 @@ pub(crate) async fn apply_marks<C: ConnectionTrait>(
     rows: &[ClaimedRow],
     marks: &[Mark],
     now: DateTime<Utc>,
+    published_rows: PublishedRows,
 ) -> Result<BatchReport, DbErr> {
     let mut report = BatchReport {
         claimed: rows.len(),
@@ -282,7 +303,10 @@ pub(crate) async fn apply_marks<C: ConnectionTrait>(
             Mark::Untouched => report.deferred += 1,
         }
     }
-    store.mark_published(conn, &published, now).await?;
+    match published_rows {
+        PublishedRows::Keep => store.mark_published(conn, &published, now).await?,
+        PublishedRows::Delete => store.delete_published_rows(conn, &published).await?,
+    };
     report.published = published.len();
     Ok(report)
 }

@@ -52,7 +52,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, IsolationLevel};
 use uuid::Uuid;
 
 use super::config::RelayConfig;
-use super::decide::{Mark, apply_marks, count_marks, decide};
+use super::decide::{Mark, PublishedRows, apply_marks, count_marks, decide};
 use super::report::RelayError;
 use crate::config::Outbox;
 use crate::sql::Store;
@@ -132,8 +132,15 @@ impl<P: Publisher + 'static> FastPath<P> {
             let held = self.held(&self.db, &rows).await?;
             let marks = self.decide(&mut rows, &held).await;
             let txn = crate::transaction::begin_whole(&self.db, None).await?;
-            let report =
-                apply_marks(&self.store, &txn, &rows, &marks, self.outbox.clock().now()).await?;
+            let report = apply_marks(
+                &self.store,
+                &txn,
+                &rows,
+                &marks,
+                self.outbox.clock().now(),
+                PublishedRows::of(&self.config),
+            )
+            .await?;
             txn.commit().await?;
             count_marks(&self.labels, &rows, &marks);
             return Ok(self.report(message_ids.len(), report.published));
@@ -146,8 +153,15 @@ impl<P: Publisher + 'static> FastPath<P> {
             .await?;
         let held = self.held(&txn, &rows).await?;
         let marks = self.decide(&mut rows, &held).await;
-        let report =
-            apply_marks(&self.store, &txn, &rows, &marks, self.outbox.clock().now()).await?;
+        let report = apply_marks(
+            &self.store,
+            &txn,
+            &rows,
+            &marks,
+            self.outbox.clock().now(),
+            PublishedRows::of(&self.config),
+        )
+        .await?;
         txn.commit().await?;
         count_marks(&self.labels, &rows, &marks);
         Ok(self.report(message_ids.len(), report.published))

@@ -1,4 +1,5 @@
-//! Marking claimed rows: published, or failed (retry later, dead, or failed for good).
+//! Marking claimed rows: published (the row kept with `status = 'published'`, or deleted
+//! when published rows are not kept), or failed (retry later, dead, or failed for good).
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Value;
@@ -57,6 +58,42 @@ impl Store {
             .push(" WHERE ")
             .seq_in(&q(c.seq), seqs)
             .push(&format!(" AND {} = 'pending'", q(c.status)));
+        Ok(conn.execute_raw(sql.build()).await?.rows_affected())
+    }
+
+    /// Deletes the pending rows of `seqs`: the mark of published rows that are not kept
+    /// (retention zero). Returns the rows deleted.
+    ///
+    /// A `DELETE` writes no new row version and no index entry: on PostgreSQL 15 it cost
+    /// about a sixth of the `UPDATE` of [`mark_published`](Self::mark_published) per batch
+    /// of 500 (0.4–0.7 ms and 28 kB of WAL against 2.9–3.3 ms and 285 kB), which can never
+    /// be a HOT update since `status` is in the partial indexes' predicates. On MariaDB it
+    /// goes through the primary key for the reason given at `update_by_seq` (a `DELETE`
+    /// takes an index hint only in its multiple-table form: `DELETE o FROM outbox o FORCE
+    /// INDEX (PRIMARY) …`); without it, relays deadlocked on each other's rows.
+    pub(crate) async fn delete_published_rows<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        seqs: &[i64],
+    ) -> Result<u64, DbErr> {
+        if seqs.is_empty() {
+            return Ok(0);
+        }
+        let c = self.outbox.columns();
+        let q = |name: &str| quote(self.backend, name);
+        let mut sql = self.sql();
+        if self.backend == DbBackend::MySql {
+            sql.push("DELETE o FROM ")
+                .table(self.outbox.outbox_table())
+                .push(" o FORCE INDEX (PRIMARY)");
+        } else {
+            sql.push("DELETE FROM ")
+                .table(self.outbox.outbox_table())
+                .push(" AS o");
+        }
+        sql.push(" WHERE ")
+            .seq_in(&format!("o.{}", q(c.seq)), seqs)
+            .push(&format!(" AND o.{} = 'pending'", q(c.status)));
         Ok(conn.execute_raw(sql.build()).await?.rows_affected())
     }
 

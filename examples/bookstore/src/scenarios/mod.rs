@@ -172,7 +172,13 @@ pub(crate) fn relay<P: Publisher + 'static>(
         .lease_ttl(Duration::from_secs(10))
         .publish_timeout(Duration::from_secs(3))
         .backoff(Backoff::new().with_jitter(false))
+        // The demo shows what happened to each row, so it keeps published rows (the
+        // default deletes a row once it is published).
+        .retention(Some(KEEP_PUBLISHED))
 }
+
+/// How long the demo's relays keep published rows (see [`relay`]).
+pub(crate) const KEEP_PUBLISHED: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// The outbox's error as a [`DemoError`].
 pub(crate) fn outbox_error(error: impl std::fmt::Display) -> DemoError {
