@@ -55,7 +55,7 @@ use super::config::RelayConfig;
 use super::decide::{Mark, PublishedRows, apply_marks, count_marks, decide};
 use super::report::RelayError;
 use crate::config::Outbox;
-use crate::sql::Store;
+use crate::sql::{ClaimedRow, Store};
 
 /// What the fast path did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -132,18 +132,9 @@ impl<P: Publisher + 'static> FastPath<P> {
             let held = self.held(&self.db, &rows).await?;
             let marks = self.decide(&mut rows, &held).await;
             let txn = crate::transaction::begin_whole(&self.db, None).await?;
-            let report = apply_marks(
-                &self.store,
-                &txn,
-                &rows,
-                &marks,
-                self.outbox.clock().now(),
-                PublishedRows::of(&self.config),
-            )
-            .await?;
-            txn.commit().await?;
-            count_marks(&self.labels, &rows, &marks);
-            return Ok(self.report(message_ids.len(), report.published));
+            return self
+                .mark_and_commit(txn, &rows, &marks, message_ids.len())
+                .await;
         }
         let isolation = (backend == DbBackend::MySql).then_some(IsolationLevel::ReadCommitted);
         let txn = crate::transaction::begin_whole(&self.db, isolation).await?;
@@ -153,18 +144,30 @@ impl<P: Publisher + 'static> FastPath<P> {
             .await?;
         let held = self.held(&txn, &rows).await?;
         let marks = self.decide(&mut rows, &held).await;
+        self.mark_and_commit(txn, &rows, &marks, message_ids.len())
+            .await
+    }
+
+    /// Writes the marks in `txn`, commits, counts them in the metrics.
+    async fn mark_and_commit(
+        &self,
+        txn: sea_orm::DatabaseTransaction,
+        rows: &[ClaimedRow],
+        marks: &[Mark],
+        requested: usize,
+    ) -> Result<FastPathReport, RelayError> {
         let report = apply_marks(
             &self.store,
             &txn,
-            &rows,
-            &marks,
+            rows,
+            marks,
             self.outbox.clock().now(),
             PublishedRows::of(&self.config),
         )
         .await?;
         txn.commit().await?;
-        count_marks(&self.labels, &rows, &marks);
-        Ok(self.report(message_ids.len(), report.published))
+        count_marks(&self.labels, rows, marks);
+        Ok(self.report(requested, report.published))
     }
 
     fn report(&self, requested: usize, published: usize) -> FastPathReport {
