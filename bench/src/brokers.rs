@@ -63,6 +63,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::measure::median;
+
 type BoxError = Box<dyn Error + Send + Sync>;
 
 /// The outbox table of the benchmark.
@@ -1161,15 +1163,6 @@ struct Figures {
     consume: Option<[f64; 3]>,
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => values[n / 2],
-        n => f64::midpoint(values[n / 2 - 1], values[n / 2]),
-    }
-}
-
 /// Inserts `rows` pending rows in the framework's format with plain SQL (fast set-up),
 /// spread over `aggregates` aggregates (order ids), payload an `OrderPlacedV1` of 2 books.
 async fn fill(pool: &PgPool, rows: usize, aggregates: usize) -> Result<(), BoxError> {
@@ -1233,7 +1226,7 @@ const SELECT_COLUMNS: &str = "seq, message_id, event_type, version, aggregate_ty
 /// The raw loop of the `relay` benchmark (claim, read every column, the payload as validated
 /// JSON text, mark, commit), with `publish` in the middle when given: the rows become envelopes and
 /// are published before the mark. With `None`, the raw drain baseline, identical to
-/// `relay::raw_drain`.
+/// `relay::raw::drain`.
 async fn raw_loop<P: Publisher>(
     pool: &PgPool,
     batch: usize,
@@ -1519,7 +1512,7 @@ impl Bench {
                 all.push(rate);
             }
         }
-        let medians = rates.map(|mut r| median(&mut r));
+        let medians = rates.map(|mut r| median(&mut r).unwrap_or(0.0));
         line("median", &medians);
         let ratio = medians[0] / medians[1].min(medians[2]);
         println!(
@@ -1663,7 +1656,7 @@ impl Bench {
                 all.push(rate);
             }
         }
-        let medians = rates.map(|mut r| median(&mut r));
+        let medians = rates.map(|mut r| median(&mut r).unwrap_or(0.0));
         println!(
             "{:>6}  {:>10.0}  {:>10.0}  {:>10.0}  {:>6.3}",
             "median",
@@ -1752,7 +1745,7 @@ pub async fn run(args: BrokersArgs) -> Result<(), BoxError> {
 }
 
 async fn run_in_task(args: BrokersArgs) -> Result<(), BoxError> {
-    let scratch = crate::ScratchDatabase::create(&args.database_url).await?;
+    let scratch = crate::scratch::ScratchDatabase::create(&args.database_url).await?;
     let url = scratch.url().to_owned();
     let result = async {
         let db = connect(&url).await?;
@@ -1902,7 +1895,7 @@ struct CpuSplit {
 impl CpuSplit {
     fn now(broker_process: &str) -> Self {
         Self {
-            client: crate::task_cpu("self").unwrap_or_default(),
+            client: crate::measure::task_cpu("self").unwrap_or_default(),
             database: processes_cpu("postgres"),
             broker: processes_cpu(broker_process),
         }
@@ -1953,6 +1946,11 @@ fn processes_cpu(name: &str) -> Duration {
         .filter(|entry| {
             std::fs::read_to_string(entry.path().join("comm")).is_ok_and(|comm| comm.trim() == name)
         })
-        .filter_map(|entry| entry.file_name().to_str().and_then(crate::task_cpu))
+        .filter_map(|entry| {
+            entry
+                .file_name()
+                .to_str()
+                .and_then(crate::measure::task_cpu)
+        })
         .sum()
 }

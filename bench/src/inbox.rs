@@ -48,7 +48,8 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::{Timing, count};
+use crate::measure::{Timing, median};
+use crate::scratch::count;
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -306,7 +307,7 @@ impl CpuClocks {
     }
 
     fn client(&self) -> Option<Duration> {
-        crate::task_cpu("self")
+        crate::measure::task_cpu("self")
     }
 
     fn server(&self) -> Option<Duration> {
@@ -315,7 +316,7 @@ impl CpuClocks {
         }
         self.backends
             .iter()
-            .map(|pid| crate::task_cpu(&pid.to_string()))
+            .map(|pid| crate::measure::task_cpu(&pid.to_string()))
             .sum()
     }
 }
@@ -365,15 +366,6 @@ impl Measured {
     }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => f64::NAN,
-        n if !n.is_multiple_of(2) => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
-}
-
 /// Runs `clients` tasks doing `mode` transactions for `duration`.
 async fn cell(
     bench: &Arc<Bench>,
@@ -418,7 +410,7 @@ pub async fn run(args: InboxArgs) -> Result<(), BoxError> {
     if args.books < 3 || !args.books.is_multiple_of(3) {
         return Err("--books must be a positive multiple of 3".into());
     }
-    let scratch = crate::ScratchDatabase::create(&args.database_url).await?;
+    let scratch = crate::scratch::ScratchDatabase::create(&args.database_url).await?;
     let url = scratch.url().to_owned();
     let result = run_on(&url, &args).await;
     scratch.drop().await?;
@@ -538,7 +530,7 @@ async fn run_on(url: &str, args: &InboxArgs) -> Result<(), BoxError> {
         for (x, y) in RATIOS {
             let ratio = rate[x].zip(rate[y]).map(|(x, y)| x / y);
             line.push_str(&format!("  {}", number(ratio, 6, 3)));
-            let per_round: Vec<f64> = rounds
+            let mut per_round: Vec<f64> = rounds
                 .iter()
                 .filter_map(|rates| rates[x].zip(rates[y]).map(|(x, y)| x / y))
                 .collect();
@@ -548,7 +540,7 @@ async fn run_on(url: &str, args: &InboxArgs) -> Result<(), BoxError> {
                 .fold(None, |range: Option<(f64, f64)>, r| {
                     Some(range.map_or((r, r), |(lo, hi)| (lo.min(r), hi.max(r))))
                 });
-            let median = (!per_round.is_empty()).then(|| median(per_round));
+            let median = median(&mut per_round);
             medians.push_str(&format!("  {}", number(median, 6, 3)));
             spreads.push_str(&format!(
                 "  {:>13}",

@@ -35,11 +35,12 @@ const ALLOCATOR_NAME: &str = if cfg!(feature = "mimalloc") {
 
 mod brokers;
 mod inbox;
+mod measure;
 mod relay;
+mod scratch;
 mod write;
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
@@ -64,93 +65,6 @@ enum Command {
     /// The broker adapters: relay -> broker throughput vs raw drain and raw client publish;
     /// consumer runner throughput through the inbox.
     Brokers(brokers::BrokersArgs),
-}
-
-/// Shared timing options.
-#[derive(Debug, Clone, clap::Args)]
-pub struct Timing {
-    /// Seconds each measured cell runs.
-    #[arg(long, default_value_t = 4.0)]
-    pub seconds: f64,
-    /// Rounds; the modes run interleaved in each round, in a rotating order, so drift of the
-    /// machine hits every mode alike.
-    #[arg(long, default_value_t = 3)]
-    pub rounds: usize,
-    /// Concurrent clients, comma separated.
-    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 4, 16])]
-    pub clients: Vec<usize>,
-}
-
-impl Timing {
-    /// The measured duration of one cell.
-    pub fn cell(&self) -> Duration {
-        Duration::from_secs_f64(self.seconds.max(0.05))
-    }
-}
-
-/// Errors of the benchmarks.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// A database of the benchmark's own on the server of `--database-url`, dropped (with its
-/// connections) at the end, so no run depends on another's leftovers.
-pub struct ScratchDatabase {
-    admin: sea_orm::DatabaseConnection,
-    name: String,
-    url: String,
-}
-
-impl ScratchDatabase {
-    /// Creates `outbox_bench_<uuid>` on the server of `server_url` (a PostgreSQL URL with a
-    /// database name, which is replaced).
-    pub async fn create(server_url: &str) -> Result<Self, BoxError> {
-        use sea_orm::ConnectionTrait as _;
-        let name = format!("outbox_bench_{}", uuid::Uuid::now_v7().simple());
-        let Some((server, _)) = server_url.rsplit_once('/') else {
-            return Err("the database URL has no database name".into());
-        };
-        let url = format!("{server}/{name}");
-        let admin = sea_orm::Database::connect(server_url).await?;
-        admin
-            .execute_unprepared(&format!("CREATE DATABASE {name}"))
-            .await?;
-        Ok(Self { admin, name, url })
-    }
-
-    /// The URL of the scratch database.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    /// Drops the database.
-    pub async fn drop(self) -> Result<(), BoxError> {
-        use sea_orm::ConnectionTrait as _;
-        self.admin
-            .execute_unprepared(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ))
-            .await?;
-        Ok(())
-    }
-}
-
-/// CPU time so far of every thread of process `pid` (`self` for this one), from
-/// `/proc/<pid>/task/*/schedstat`; `None` when the process cannot be read.
-pub fn task_cpu(pid: &str) -> Option<std::time::Duration> {
-    let mut total = 0u64;
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
-        let Ok(text) = std::fs::read_to_string(task.ok()?.path().join("schedstat")) else {
-            continue; // the thread ended meanwhile
-        };
-        total += text.split_whitespace().next()?.parse::<u64>().ok()?;
-    }
-    Some(std::time::Duration::from_nanos(total))
-}
-
-/// The single `bigint` of `query`.
-pub async fn count(pool: &sea_orm::sqlx::PgPool, query: &'static str) -> Result<i64, BoxError> {
-    let row: (i64,) = sea_orm::sqlx::query_as(query).fetch_one(pool).await?;
-    Ok(row.0)
 }
 
 fn main() -> ExitCode {

@@ -244,7 +244,7 @@ async fn connect(url: &str) -> Result<DatabaseConnection, BoxError> {
 
 /// Runs the benchmark in a database of its own.
 pub async fn run(args: RelayArgs) -> Result<(), BoxError> {
-    let scratch = crate::ScratchDatabase::create(&args.database_url).await?;
+    let scratch = crate::scratch::ScratchDatabase::create(&args.database_url).await?;
     let url = scratch.url().to_owned();
     let result = async {
         let mut settings = Vec::new();

@@ -21,7 +21,8 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::{Timing, count};
+use crate::measure::Timing;
+use crate::scratch::count;
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -400,7 +401,7 @@ async fn cell(
 
 /// Runs the benchmark.
 pub async fn run(args: WriteArgs) -> Result<(), BoxError> {
-    let scratch = crate::ScratchDatabase::create(&args.database_url).await?;
+    let scratch = crate::scratch::ScratchDatabase::create(&args.database_url).await?;
     let url = scratch.url().to_owned();
     let wakeup = args.notify.wakeup(args.notify_interval_ms);
     let result = run_on(&url, &args.timing, wakeup, &args.modes).await;

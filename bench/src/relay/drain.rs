@@ -10,6 +10,7 @@ use sea_orm::DatabaseConnection;
 use sea_orm::sqlx::{self, PgPool};
 
 use super::{BoxError, DrainMode, Noop, RelayArgs, fill, raw, simple, vacuum};
+use crate::measure::median;
 
 /// The drain benchmark's own tables.
 const OUTBOX: &str = "bench_outbox";
@@ -86,23 +87,14 @@ async fn relays(
                 .build()?,
         );
     }
-    // Two passes: the first relay takes every lease before the others are alive; in the
-    // second it gives up the others' shares, which they take in the third.
+    // Three passes: in the first, the first relay takes every lease before the others are
+    // alive; in the second it gives up the others' shares, which they take in the third.
     for _ in 0..3 {
         for relay in &mut relays {
             relay.refresh_leases().await?;
         }
     }
     Ok(relays)
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
 }
 
 /// The benchmark.
@@ -175,8 +167,8 @@ pub(super) async fn drain(db: &DatabaseConnection, args: &RelayArgs) -> Result<(
     }
     println!(
         "drain: median relay / raw = {:.3}, median relay / simple = {:.3} over {} rounds",
-        median(&mut vs_raw),
-        median(&mut vs_simple),
+        median(&mut vs_raw).unwrap_or(f64::NAN),
+        median(&mut vs_simple).unwrap_or(f64::NAN),
         args.rounds.max(1)
     );
     Ok(())

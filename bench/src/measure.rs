@@ -1,0 +1,48 @@
+//! What the benchmarks measure with: the timing options, CPU time per process, medians.
+
+use std::time::Duration;
+
+/// Shared timing options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Timing {
+    /// Seconds each measured cell runs.
+    #[arg(long, default_value_t = 4.0)]
+    pub seconds: f64,
+    /// Rounds; the modes run interleaved in each round, in a rotating order, so drift of the
+    /// machine hits every mode alike.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Concurrent clients, comma separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 4, 16])]
+    pub clients: Vec<usize>,
+}
+
+impl Timing {
+    /// The measured duration of one cell.
+    pub fn cell(&self) -> Duration {
+        Duration::from_secs_f64(self.seconds.max(0.05))
+    }
+}
+
+/// CPU time so far of every thread of process `pid` (`self` for this one), from
+/// `/proc/<pid>/task/*/schedstat`; `None` when the process cannot be read.
+pub fn task_cpu(pid: &str) -> Option<std::time::Duration> {
+    let mut total = 0u64;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let Ok(text) = std::fs::read_to_string(task.ok()?.path().join("schedstat")) else {
+            continue; // the thread ended meanwhile
+        };
+        total += text.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(std::time::Duration::from_nanos(total))
+}
+
+/// The median of `values` (sorted in place); `None` when there are none.
+pub fn median(values: &mut [f64]) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    match values.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(values[n / 2]),
+        n => Some(f64::midpoint(values[n / 2 - 1], values[n / 2])),
+    }
+}
