@@ -77,4 +77,21 @@ mod tests {
         }
         assert_eq!(partition_of("x", 0), 0);
     }
+
+    proptest::proptest! {
+        /// Any aggregate id, any partition count: in range, the same on every call, and
+        /// equal to the specification in the module documentation written a second way
+        /// (modulo 2^64 in 128-bit arithmetic, as the Python line computes it).
+        #[test]
+        fn partition_is_the_documented_fnv1a(id in "\\PC{0,40}", partitions in 1u32..=4096) {
+            let mut reference: u128 = 0xcbf2_9ce4_8422_2325;
+            for byte in id.as_bytes() {
+                reference = ((reference ^ u128::from(*byte)) * 0x0100_0000_01b3) % (1u128 << 64);
+            }
+            let p = partition_of(&id, partitions);
+            proptest::prop_assert!(p < partitions);
+            proptest::prop_assert_eq!(p, partition_of(&id, partitions));
+            proptest::prop_assert_eq!(u128::from(p), reference % u128::from(partitions));
+        }
+    }
 }
