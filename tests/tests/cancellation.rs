@@ -8,9 +8,7 @@
 //! then after its second, and so on until it completes; after every cancellation the next
 //! user writes a probe row outside any transaction of its own, and a second pool must see it
 //! at once. A connection handed back inside a transaction nobody owns keeps that probe
-//! uncommitted (and its locks held) until the connection is next reset. SQLite in memory
-//! has one pool of one connection: there the probe is read on it, and the check that the
-//! connection is in no transaction does the work.
+//! uncommitted (and its locks held) until the connection is next reset.
 
 // Scenarios are plain async functions called by #[tokio::test]s, which clippy's
 // `allow-unwrap-in-tests` does not see as tests.
@@ -25,12 +23,11 @@ use outbox_core::Envelope;
 use outbox_seaorm::inbox::{self, InboxOutcome};
 use outbox_seaorm::record::OutboxRecord;
 use outbox_seaorm::{Outbox, UnitOfWork, inbox_handler, schema};
-use outbox_tests::backend_tests;
 use outbox_tests::bookstore::{
     Order, OrderPlacedV1, OrderingContracts, PlaceOrder, count_orders, create_business_tables,
 };
 use outbox_tests::db::{Backend, TestDb};
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, Statement};
+use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbErr, Statement};
 
 /// Polls a future until it has suspended `suspensions` times, then drops it: `None` when it
 /// was cancelled, `Some(output)` when it completed first.
@@ -70,6 +67,20 @@ impl<F: Future> Future for CancelAfter<F> {
             }
         }
     }
+}
+
+/// A second pool of exactly one connection to the test database.
+async fn single_connection(db: &TestDb) -> DatabaseConnection {
+    let mut options = match db.backend() {
+        Backend::SqliteFile => TestDb::sqlite_file_options(db.url()),
+        _ => ConnectOptions::new(db.url()),
+    };
+    options
+        .max_connections(1)
+        .min_connections(1)
+        .acquire_timeout(Duration::from_secs(30))
+        .sqlx_logging(false);
+    Database::connect(options).await.unwrap()
 }
 
 async fn count(db: &DatabaseConnection, sql: &str) -> i64 {
@@ -159,7 +170,7 @@ where
 /// again, so a whole SQLite flow may complete without suspending: there the rounds cancel
 /// what they can, and nothing is asserted about how much.
 fn assert_cancelled(db: &TestDb, cancelled: usize) {
-    if !matches!(db.backend(), Backend::SqliteFile | Backend::SqliteMemory) {
+    if db.backend() != Backend::SqliteFile {
         assert!(cancelled >= 1, "the flow completed without ever suspending");
     }
 }
@@ -177,7 +188,7 @@ async fn unit_of_work_cancelled_anywhere(db: &TestDb) {
         .execute_unprepared("CREATE TABLE probes (n INTEGER NOT NULL)")
         .await
         .unwrap();
-    let single = db.single_connection_pool(Duration::from_secs(30)).await;
+    let single = single_connection(db).await;
 
     let mut total = 0;
     for round in 0..ROUNDS {
@@ -209,9 +220,7 @@ async fn unit_of_work_cancelled_anywhere(db: &TestDb) {
     assert_cancelled(db, total);
     // The last run completed: at least its order is there.
     assert!(count_orders(db.conn()).await.unwrap() >= 1);
-    if db.backend() != Backend::SqliteMemory {
-        single.close().await.unwrap();
-    }
+    single.close().await.unwrap();
 }
 
 /// The inbox's consumer: records one effect per order.
@@ -242,7 +251,7 @@ async fn inbox_cancelled_anywhere(db: &TestDb) {
         .execute_unprepared("CREATE TABLE effects (order_id VARCHAR(64) NOT NULL)")
         .await
         .unwrap();
-    let single = db.single_connection_pool(Duration::from_secs(30)).await;
+    let single = single_connection(db).await;
     let inbox_count = format!(
         "SELECT COUNT(*) FROM {} WHERE consumer = 'tests.cancellation'",
         outbox.inbox_table()
@@ -284,9 +293,34 @@ async fn inbox_cancelled_anywhere(db: &TestDb) {
     }
     assert_cancelled(db, total);
     assert!(count(db.conn(), "SELECT COUNT(*) FROM effects").await >= 1);
-    if db.backend() != Backend::SqliteMemory {
-        single.close().await.unwrap();
-    }
+    single.close().await.unwrap();
 }
 
-backend_tests!(unit_of_work_cancelled_anywhere, inbox_cancelled_anywhere);
+macro_rules! with_a_second_pool {
+    ($($scenario:ident),* $(,)?) => {
+        $(
+            mod $scenario {
+                use outbox_tests::db::{Backend, run_scenario};
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite_file() {
+                    run_scenario(Backend::SqliteFile, concat!(stringify!($scenario), "::sqlite_file"), super::$scenario).await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    run_scenario(Backend::Postgres, concat!(stringify!($scenario), "::postgres"), super::$scenario).await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn mariadb() {
+                    run_scenario(Backend::MariaDb, concat!(stringify!($scenario), "::mariadb"), super::$scenario).await;
+                }
+            }
+        )*
+    };
+}
+
+// Not on SQLite in memory: its database lives on its pool's only connection, so there is no
+// second pool to look from.
+with_a_second_pool!(unit_of_work_cancelled_anywhere, inbox_cancelled_anywhere);

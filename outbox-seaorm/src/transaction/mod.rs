@@ -5,13 +5,12 @@
 //! pool inside a transaction nobody owns (PostgreSQL and MariaDB: sqlx counts a transaction
 //! only once `BEGIN` has returned); dropped while MariaDB prepares a statement, the
 //! connection cannot read its own replies any more and its return to the pool waits
-//! forever, holding a pool slot (launchbadge/sqlx#563); dropped mid-`BEGIN` on SQLite, the
-//! connection is closed, and an in-memory database with it. All three were reproduced by
+//! forever, holding a pool slot (launchbadge/sqlx#563). Both were reproduced by
 //! `tests/tests/cancellation.rs`. The cure is the same: the statement runs on a task of its
 //! own, which completes it whatever happens to the caller.
 //!
 //! - [`begin`]: `BEGIN` on a task of its own (the relay, the operations, the inbox, every
-//!   unit of work begun on a pool);
+//!   unit of work begun on a PostgreSQL or MariaDB pool);
 //! - [`task`]: a transaction whose every statement, and its `COMMIT`, runs on a task of its
 //!   own on MariaDB (the unit of work's).
 

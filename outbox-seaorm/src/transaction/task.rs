@@ -15,8 +15,7 @@ use sea_orm::{
 /// completed.
 ///
 /// PostgreSQL's and SQLite's connections recover from a statement dropped half-way (sqlx
-/// counts PostgreSQL's outstanding replies; SQLite's worker thread finishes each command;
-/// both shown by `tests/tests/cancellation.rs`),
+/// counts PostgreSQL's outstanding replies; SQLite's worker thread finishes each command),
 /// so there the statements run in the caller's task: a task per statement cost about a
 /// tenth of a one-client unit of work's throughput on PostgreSQL (BENCHMARKS.md).
 pub(crate) struct TaskTransaction {

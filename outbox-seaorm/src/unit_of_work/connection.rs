@@ -36,8 +36,8 @@ pub trait UnitOfWorkConnection:
     /// Begins the transaction of a unit of work on this connection. Default:
     /// [`TransactionTrait::begin_with_options`].
     ///
-    /// A pool ([`DatabaseConnection`], or a [`DatabaseExecutor`] holding one) runs its
-    /// `BEGIN` on a task of its own instead, so that a unit of work whose future is dropped
+    /// A pool of PostgreSQL or MariaDB connections ([`DatabaseConnection`], or a
+    /// [`DatabaseExecutor`] holding one) runs its `BEGIN` on a task of its own instead, so that a unit of work whose future is dropped
     /// while `BEGIN` is in flight (a timeout, a `select!`, an aborted request handler) cannot
     /// hand the connection back to the pool inside a transaction nobody owns, where the
     /// next user's statements would run uncommitted. A wrapper of a pool should delegate
@@ -60,7 +60,12 @@ impl UnitOfWorkConnection for DatabaseConnection {
         &self,
         options: TransactionOptions,
     ) -> Result<DatabaseTransaction, DbErr> {
-        crate::transaction::begin_whole(self, options).await
+        // SQLite's worker thread completes a `BEGIN` whose caller is gone, and counts it.
+        if self.get_database_backend() == DbBackend::Sqlite {
+            self.begin_with_options(options).await
+        } else {
+            crate::transaction::begin_whole(self, options).await
+        }
     }
 }
 
