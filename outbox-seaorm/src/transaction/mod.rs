@@ -10,9 +10,9 @@
 //! own, which completes it whatever happens to the caller.
 //!
 //! - [`begin`]: `BEGIN` on a task of its own (the relay, the operations, the inbox, every
-//!   unit of work begun on a PostgreSQL or MariaDB pool);
+//!   unit of work begun on a pool);
 //! - [`task`]: a transaction whose every statement, and its `COMMIT`, runs on a task of its
-//!   own on MariaDB (the unit of work's).
+//!   own (the unit of work's).
 
 mod begin;
 mod task;

@@ -4,33 +4,20 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sea_orm::{
-    ConnectionTrait, DatabaseTransaction, DbBackend, DbErr, ExecResult, QueryResult, Statement,
-};
+use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, ExecResult, QueryResult, Statement};
 
-/// A transaction whose statements each run on a task of their own on MariaDB and MySQL, so
-/// that a caller dropped while one is in flight leaves the connection between two
-/// statements, never inside one (see the [module documentation](super)). The transaction
-/// ends (commit, rollback, or a drop, which rolls back) once the last statement has
-/// completed.
-///
-/// PostgreSQL's and SQLite's connections recover from a statement dropped half-way (sqlx
-/// counts PostgreSQL's outstanding replies; SQLite's worker thread finishes each command),
-/// so there the statements run in the caller's task: a task per statement cost about a
-/// tenth of a one-client unit of work's throughput on PostgreSQL (BENCHMARKS.md).
+/// A transaction whose statements each run on a task of their own, so that a caller dropped
+/// while one is in flight leaves the connection between two statements, never inside one
+/// (see the [module documentation](super)). The transaction ends (commit, rollback, or a
+/// drop, which rolls back) once the last statement has completed.
 pub(crate) struct TaskTransaction {
     txn: Arc<DatabaseTransaction>,
-    on_tasks: bool,
 }
 
 impl TaskTransaction {
     /// Takes `txn` over.
     pub(crate) fn new(txn: DatabaseTransaction) -> Self {
-        let on_tasks = ConnectionTrait::get_database_backend(&txn) == DbBackend::MySql;
-        Self {
-            txn: Arc::new(txn),
-            on_tasks,
-        }
+        Self { txn: Arc::new(txn) }
     }
 
     /// The transaction itself, for what cannot move to a task: streams (they borrow it),
@@ -46,12 +33,7 @@ impl TaskTransaction {
         F: FnOnce(Arc<DatabaseTransaction>) -> Fut,
         Fut: Future<Output = Result<T, DbErr>> + Send + 'static,
     {
-        let statement = statement(Arc::clone(&self.txn));
-        if self.on_tasks {
-            join(tokio::spawn(statement)).await?
-        } else {
-            statement.await
-        }
+        join(tokio::spawn(statement(Arc::clone(&self.txn)))).await?
     }
 
     /// [`ConnectionTrait::execute_raw`] on a task of its own.
@@ -95,16 +77,11 @@ impl TaskTransaction {
         F: FnOnce(DatabaseTransaction) -> Fut + Send + 'static,
         Fut: Future<Output = T> + Send,
     {
-        let on_tasks = self.on_tasks;
-        let finished = async move {
+        let task = tokio::spawn(async move {
             let txn = self.into_inner().await;
             finish(txn).await
-        };
-        if on_tasks {
-            join(tokio::spawn(finished)).await
-        } else {
-            Ok(finished.await)
-        }
+        });
+        join(task).await
     }
 
     /// `ROLLBACK`, on a task of its own.

@@ -36,8 +36,8 @@ pub trait UnitOfWorkConnection:
     /// Begins the transaction of a unit of work on this connection. Default:
     /// [`TransactionTrait::begin_with_options`].
     ///
-    /// A pool of PostgreSQL or MariaDB connections ([`DatabaseConnection`], or a
-    /// [`DatabaseExecutor`] holding one) runs its `BEGIN` on a task of its own instead, so that a unit of work whose future is dropped
+    /// A pool ([`DatabaseConnection`], or a [`DatabaseExecutor`] holding one) runs its
+    /// `BEGIN` on a task of its own instead, so that a unit of work whose future is dropped
     /// while `BEGIN` is in flight (a timeout, a `select!`, an aborted request handler) cannot
     /// hand the connection back to the pool inside a transaction nobody owns, where the
     /// next user's statements would run uncommitted. A wrapper of a pool should delegate
@@ -56,16 +56,11 @@ impl UnitOfWorkConnection for DatabaseConnection {
         WakeupTarget::pool(self)
     }
 
-    async fn begin_unit_of_work(
+    fn begin_unit_of_work(
         &self,
         options: TransactionOptions,
-    ) -> Result<DatabaseTransaction, DbErr> {
-        // SQLite's worker thread completes a `BEGIN` whose caller is gone, and counts it.
-        if self.get_database_backend() == DbBackend::Sqlite {
-            self.begin_with_options(options).await
-        } else {
-            crate::transaction::begin_whole(self, options).await
-        }
+    ) -> impl Future<Output = Result<DatabaseTransaction, DbErr>> + Send {
+        crate::transaction::begin_whole(self, options)
     }
 }
 
@@ -86,7 +81,7 @@ impl UnitOfWorkConnection for DatabaseExecutor<'_> {
         options: TransactionOptions,
     ) -> Result<DatabaseTransaction, DbErr> {
         match self {
-            DatabaseExecutor::Connection(db) => db.begin_unit_of_work(options).await,
+            DatabaseExecutor::Connection(db) => crate::transaction::begin_whole(db, options).await,
             _ => self.begin_with_options(options).await,
         }
     }
