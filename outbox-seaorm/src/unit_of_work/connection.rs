@@ -32,35 +32,12 @@ pub trait UnitOfWorkConnection:
     fn wakeup_target(&self) -> WakeupTarget {
         WakeupTarget::none()
     }
-
-    /// Begins the transaction of a unit of work on this connection. Default:
-    /// [`TransactionTrait::begin_with_options`].
-    ///
-    /// A pool ([`DatabaseConnection`], or a [`DatabaseExecutor`] holding one) runs its
-    /// `BEGIN` on a task of its own instead, so that a unit of work whose future is dropped
-    /// while `BEGIN` is in flight (a timeout, a `select!`, an aborted request handler) cannot
-    /// hand the connection back to the pool inside a transaction nobody owns, where the
-    /// next user's statements would run uncommitted. A wrapper of a pool should delegate
-    /// this method to the pool's.
-    fn begin_unit_of_work(
-        &self,
-        options: TransactionOptions,
-    ) -> impl Future<Output = Result<DatabaseTransaction, DbErr>> + Send {
-        self.begin_with_options(options)
-    }
 }
 
-/// Notifies on this pool; begins on a task of its own.
+/// Notifies on this pool.
 impl UnitOfWorkConnection for DatabaseConnection {
     fn wakeup_target(&self) -> WakeupTarget {
         WakeupTarget::pool(self)
-    }
-
-    fn begin_unit_of_work(
-        &self,
-        options: TransactionOptions,
-    ) -> impl Future<Output = Result<DatabaseTransaction, DbErr>> + Send {
-        crate::transaction::begin_whole(self, options)
     }
 }
 
@@ -73,16 +50,6 @@ impl UnitOfWorkConnection for DatabaseExecutor<'_> {
         match self {
             DatabaseExecutor::Connection(db) => WakeupTarget::pool(db),
             _ => WakeupTarget::none(),
-        }
-    }
-
-    async fn begin_unit_of_work(
-        &self,
-        options: TransactionOptions,
-    ) -> Result<DatabaseTransaction, DbErr> {
-        match self {
-            DatabaseExecutor::Connection(db) => crate::transaction::begin_whole(db, options).await,
-            _ => self.begin_with_options(options).await,
         }
     }
 }
@@ -101,7 +68,7 @@ impl<E: Send + 'static> UnitOfWorkConnection for UnitOfWork<E> {
 #[async_trait::async_trait]
 impl<E: Send + 'static> ConnectionTrait for UnitOfWork<E> {
     fn get_database_backend(&self) -> DbBackend {
-        ConnectionTrait::get_database_backend(self.txn.get())
+        ConnectionTrait::get_database_backend(&self.txn)
     }
 
     async fn execute_raw(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
@@ -125,11 +92,11 @@ impl<E: Send + 'static> ConnectionTrait for UnitOfWork<E> {
     }
 
     fn support_returning(&self) -> bool {
-        self.txn.get().support_returning()
+        self.txn.support_returning()
     }
 
     fn is_mock_connection(&self) -> bool {
-        self.txn.get().is_mock_connection()
+        self.txn.is_mock_connection()
     }
 }
 
@@ -140,7 +107,7 @@ impl<E: Send + 'static> StreamTrait for UnitOfWork<E> {
         Self: 'a;
 
     fn get_database_backend(&self) -> DbBackend {
-        ConnectionTrait::get_database_backend(self.txn.get())
+        ConnectionTrait::get_database_backend(&self.txn)
     }
 
     fn stream_raw<'a>(
@@ -148,7 +115,7 @@ impl<E: Send + 'static> StreamTrait for UnitOfWork<E> {
         stmt: Statement,
     ) -> Pin<Box<dyn Future<Output = Result<Self::Stream<'a>, DbErr>> + 'a + Send>> {
         Box::pin(async move {
-            let result = self.txn.get().stream_raw(stmt).await;
+            let result = self.txn.stream_raw(stmt).await;
             self.remember(result)
         })
     }
@@ -162,7 +129,7 @@ impl<E: Send + 'static> TransactionTrait for UnitOfWork<E> {
     type Transaction = DatabaseTransaction;
 
     async fn begin(&self) -> Result<DatabaseTransaction, DbErr> {
-        self.txn.get().begin().await
+        self.txn.begin().await
     }
 
     async fn begin_with_config(
@@ -171,7 +138,6 @@ impl<E: Send + 'static> TransactionTrait for UnitOfWork<E> {
         access_mode: Option<AccessMode>,
     ) -> Result<DatabaseTransaction, DbErr> {
         self.txn
-            .get()
             .begin_with_config(isolation_level, access_mode)
             .await
     }
@@ -180,7 +146,7 @@ impl<E: Send + 'static> TransactionTrait for UnitOfWork<E> {
         &self,
         options: TransactionOptions,
     ) -> Result<DatabaseTransaction, DbErr> {
-        self.txn.get().begin_with_options(options).await
+        self.txn.begin_with_options(options).await
     }
 
     async fn transaction<F, T, Er>(&self, callback: F) -> Result<T, sea_orm::TransactionError<Er>>
@@ -192,7 +158,7 @@ impl<E: Send + 'static> TransactionTrait for UnitOfWork<E> {
         T: Send,
         Er: std::fmt::Display + std::fmt::Debug + Send,
     {
-        self.txn.get().transaction(callback).await
+        self.txn.transaction(callback).await
     }
 
     async fn transaction_with_config<F, T, Er>(
@@ -210,7 +176,6 @@ impl<E: Send + 'static> TransactionTrait for UnitOfWork<E> {
         Er: std::fmt::Display + std::fmt::Debug + Send,
     {
         self.txn
-            .get()
             .transaction_with_config(callback, isolation_level, access_mode)
             .await
     }
