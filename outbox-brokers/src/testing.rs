@@ -11,16 +11,27 @@
 //! let url = format!("nats://{}", proxy.addr()); // give this to the client under test
 //! proxy.cut(); // drops every open connection and refuses new ones
 //! proxy.restore(); // accepts connections again
+//! proxy.hold(); // keeps what clients send instead of forwarding it
+//! let sent_meanwhile: Vec<u8> = proxy.held();
+//! proxy.cut(); // what was held is lost with the connections
 //! # Ok(()) }
 //! ```
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
-use tokio::io::copy_bidirectional;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+
+/// What clients sent while the proxy held it (see [`Proxy::hold`]).
+#[derive(Debug, Default)]
+struct Held {
+    holding: AtomicBool,
+    bytes: Mutex<Vec<u8>>,
+}
 
 /// A running proxy; stops when dropped.
 #[derive(Debug)]
@@ -32,6 +43,7 @@ pub struct Proxy {
     connections: Arc<AtomicU64>,
     /// Connections being forwarded right now.
     open: Arc<AtomicU64>,
+    held: Arc<Held>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -48,14 +60,16 @@ impl Proxy {
         let (generation, _) = watch::channel(0u64);
         let connections = Arc::new(AtomicU64::new(0));
         let open = Arc::new(AtomicU64::new(0));
+        let held = Arc::new(Held::default());
         let task = {
+            let held = Arc::clone(&held);
             let up = Arc::clone(&up);
             let generation = generation.clone();
             let connections = Arc::clone(&connections);
             let open = Arc::clone(&open);
             tokio::spawn(async move {
                 loop {
-                    let Ok((mut client, _)) = listener.accept().await else {
+                    let Ok((client, _)) = listener.accept().await else {
                         continue;
                     };
                     if !up.load(Ordering::SeqCst) {
@@ -68,15 +82,20 @@ impl Proxy {
                     let born = *cut.borrow();
                     let open = Arc::clone(&open);
                     open.fetch_add(1, Ordering::SeqCst);
+                    let held = Arc::clone(&held);
                     tokio::spawn(async move {
-                        if let Ok(mut server) = TcpStream::connect(&upstream).await {
+                        if let Ok(server) = TcpStream::connect(&upstream).await {
+                            let (from_client, mut to_client) = client.into_split();
+                            let (mut from_server, to_server) = server.into_split();
                             tokio::select! {
-                                _ = copy_bidirectional(&mut client, &mut server) => {}
+                                _ = forward(from_client, to_server, &held) => {}
+                                _ = tokio::io::copy(&mut from_server, &mut to_client) => {}
                                 _ = cut.wait_for(|now| *now != born) => {}
                             }
+                        } else {
+                            drop(client);
                         }
                         // Both sockets are closed here.
-                        drop(client);
                         open.fetch_sub(1, Ordering::SeqCst);
                     });
                 }
@@ -88,6 +107,7 @@ impl Proxy {
             generation,
             connections,
             open,
+            held,
             task,
         })
     }
@@ -98,8 +118,10 @@ impl Proxy {
     }
 
     /// Drops every open connection and refuses new ones until [`restore`](Self::restore).
+    /// It ends a [hold](Self::hold): what was held never reaches the upstream.
     pub fn cut(&self) {
         self.up.store(false, Ordering::SeqCst);
+        self.held.holding.store(false, Ordering::SeqCst);
         self.generation.send_modify(|generation| *generation += 1);
     }
 
@@ -118,6 +140,29 @@ impl Proxy {
         self.up.store(true, Ordering::SeqCst);
     }
 
+    /// From now on, keeps what clients send instead of forwarding it (answers from the
+    /// upstream still reach the clients): the connection stays open and silent, like a
+    /// network that stalls. [`held`](Self::held) shows what was kept; a [`cut`](Self::cut)
+    /// ends the hold and loses it.
+    pub fn hold(&self) {
+        self.held
+            .bytes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+        self.held.holding.store(true, Ordering::SeqCst);
+    }
+
+    /// What clients sent since the last [`hold`](Self::hold), in the order it arrived (all
+    /// connections together), also after the hold ended.
+    pub fn held(&self) -> Vec<u8> {
+        self.held
+            .bytes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// Whether the proxy accepts connections.
     pub fn is_up(&self) -> bool {
         self.up.load(Ordering::SeqCst)
@@ -126,6 +171,27 @@ impl Proxy {
     /// Connections accepted so far (reconnects show up here).
     pub fn connections(&self) -> u64 {
         self.connections.load(Ordering::SeqCst)
+    }
+}
+
+/// Copies what `client` sends to `server` until either closes, keeping it in `held`
+/// instead while the proxy holds.
+async fn forward(mut client: OwnedReadHalf, mut server: OwnedWriteHalf, held: &Held) {
+    let mut buffer = vec![0u8; 16 * 1024];
+    loop {
+        let read = match client.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(read) => read,
+        };
+        let chunk = &buffer[..read];
+        if held.holding.load(Ordering::SeqCst) {
+            held.bytes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend_from_slice(chunk);
+        } else if server.write_all(chunk).await.is_err() {
+            return;
+        }
     }
 }
 

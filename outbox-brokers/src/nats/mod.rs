@@ -67,16 +67,15 @@
 //!   stores it once, as long as it republishes within the window. Beyond it the copy is
 //!   stored again and the inbox absorbs it (the consumer applies each message id once).
 //! - **Order at the broker.** A stream stores messages in the order the server receives them.
-//!   The publisher sends a batch in its order on one connection, so each aggregate's
-//!   messages are stored in `seq` order, in the one stream that captures their subjects —
-//!   which is why the stream, not the subject, is the ordering unit: put every subject an
-//!   aggregate's events go to in one stream. Once a message of an aggregate fails, the
-//!   batch's later messages of that aggregate are reported as failed even when the server
-//!   stored them (they are republished later, and dropped as duplicates). One narrow
-//!   exception: when the connection drops *while the batch is being written*, the client may
-//!   lose message *k* in the dead socket yet send message *k + 1* (still in its queue) after
-//!   reconnecting; *k + 1* then precedes *k* in the stream. The publisher detects it (*k*
-//!   failed, *k + 1* acknowledged) and logs a warning naming both.
+//!   The publisher sends each aggregate's messages of a batch in `seq` order on one
+//!   connection, the next only after JetStream acknowledged the previous one, so each
+//!   aggregate's messages are stored in `seq` order, in the one stream that captures their
+//!   subjects — which is why the stream, not the subject, is the ordering unit: put every
+//!   subject an aggregate's events go to in one stream. Once a message of an aggregate
+//!   fails, the batch's later messages of that aggregate are not sent. One message in flight
+//!   per aggregate matters when the connection drops: the client may lose message *k* in the
+//!   dead socket yet send whatever is still in its queue after reconnecting; with *k* + 1
+//!   never queued behind an unacknowledged *k*, it cannot precede *k* in the stream.
 //! - **Order at the consumer.** One [`NatsConsumerRunner`] per durable consumer settles
 //!   messages one at a time in stream order and acknowledges each before the next, so a
 //!   handler sees each aggregate's messages in stream order: a message that must be

@@ -2,7 +2,6 @@
 
 use std::collections::HashMap;
 use std::str::FromStr as _;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_nats::connection::State;
@@ -83,9 +82,12 @@ impl NatsPublisherBuilder {
 /// Publishes outbox envelopes to JetStream; see the [module documentation](super) for the
 /// mapping and the guarantees.
 ///
-/// A batch is pipelined: every message is handed to the client first (each yields an
-/// acknowledgement future), then every acknowledgement is awaited at once, so a batch costs
-/// one round trip, not one per message. Outcomes:
+/// A batch is pipelined across aggregates and sequential within one: the first message of
+/// every aggregate is handed to the client at once, and each aggregate's next message
+/// follows its previous one's acknowledgement. A batch of distinct aggregates costs one
+/// round trip; an aggregate with *k* messages in the batch costs *k*. One message in flight
+/// per aggregate is what keeps each aggregate's order in the stream across a dropped
+/// connection (see the [module documentation](super), Order at the broker). Outcomes:
 ///
 /// | what happened | outcome | class |
 /// |---|---|---|
@@ -97,30 +99,13 @@ impl NatsPublisherBuilder {
 /// | the stream's storage limits or resources are exhausted | `Unavailable` | transient |
 /// | over the server's `max_payload` or the stream's maximum message size | `TooLarge` | permanent |
 /// | invalid subject or header, sealed stream, any other refusal | `Rejected` | permanent |
-/// | after a failed message of the same aggregate in the batch | `NotAttempted` (also when JetStream stored it: it is republished later and dropped as a duplicate) | transient |
+/// | after a failed message of the same aggregate in the batch | `NotAttempted` (not sent) | transient |
 #[derive(Debug, Clone)]
 pub struct NatsPublisher {
     client: async_nats::Client,
     context: jetstream::Context,
     route: Route,
     ack_timeout: Duration,
-}
-
-/// A message of the batch after the send phase.
-enum Sent {
-    /// Not sent: an earlier message of its aggregate failed.
-    Skipped,
-    /// Could not be sent.
-    Failed(PublishError),
-    /// Sent; its acknowledgement is awaited.
-    Pending(PublishAckFuture),
-}
-
-/// A message of the batch after the acknowledgement phase.
-enum Acked {
-    Skipped,
-    Failed(PublishError),
-    Stored(jetstream::publish::PublishAck),
 }
 
 impl NatsPublisher {
@@ -206,8 +191,38 @@ impl NatsPublisher {
             .map_err(|error| classify(error, subject.as_str(), size, limit))
     }
 
-    fn connects(&self) -> u64 {
-        self.client.statistics().connects.load(Ordering::Relaxed)
+    /// Publishes one aggregate's messages of the batch (`indexes`, in batch order), each
+    /// after the previous one was acknowledged; after a failure the rest are not sent.
+    ///
+    /// At most one message per aggregate is unacknowledged at any time: when the connection
+    /// drops, the client may lose a message in the dead socket yet send a later one still in
+    /// its queue after reconnecting, which would store them out of order. With one in
+    /// flight, nothing later of the aggregate is queued behind a message that may be lost.
+    async fn publish_aggregate(
+        &self,
+        batch: &[Envelope],
+        indexes: Vec<usize>,
+    ) -> Vec<(usize, MessageOutcome)> {
+        let limit = self.client.max_payload();
+        let mut outcomes = Vec::with_capacity(indexes.len());
+        let mut failed = false;
+        for index in indexes {
+            if failed {
+                outcomes.push((index, Err(PublishError::not_attempted())));
+                continue;
+            }
+            let envelope = &batch[index];
+            let outcome = match self.send(envelope).await {
+                Ok(ack) => ack
+                    .await
+                    .map(drop)
+                    .map_err(|error| classify(error, &self.route.destination(envelope), 0, limit)),
+                Err(error) => Err(error),
+            };
+            failed = outcome.is_err();
+            outcomes.push((index, outcome));
+        }
+        outcomes
     }
 }
 
@@ -222,83 +237,30 @@ impl Publisher for NatsPublisher {
                 "not connected to the NATS server ({state})"
             )));
         }
-        let connects = self.connects();
 
-        // Send phase: every message in batch order, none of an aggregate after its failure.
-        let mut stopped: HashMap<(&str, &str), uuid::Uuid> = HashMap::new();
-        let mut sent = Vec::with_capacity(batch.len());
-        for envelope in batch {
-            let key = aggregate(envelope);
-            if stopped.contains_key(&key) {
-                sent.push(Sent::Skipped);
-                continue;
-            }
-            match self.send(envelope).await {
-                Ok(ack) => sent.push(Sent::Pending(ack)),
-                Err(error) => {
-                    stopped.insert(key, envelope.message_id);
-                    sent.push(Sent::Failed(error));
-                }
-            }
+        // Each aggregate's messages in batch order; aggregates in order of first appearance,
+        // so a batch of distinct aggregates is sent in its order in one go.
+        let mut chains: Vec<Vec<usize>> = Vec::new();
+        let mut chain_of: HashMap<(&str, &str), usize> = HashMap::new();
+        for (index, envelope) in batch.iter().enumerate() {
+            let chain = *chain_of.entry(aggregate(envelope)).or_insert_with(|| {
+                chains.push(Vec::new());
+                chains.len() - 1
+            });
+            chains[chain].push(index);
         }
 
-        // Acknowledgement phase: all at once (each has its own timeout, started now).
-        let limit = self.client.max_payload();
-        let acked = join_all(
-            sent.into_iter()
-                .zip(batch)
-                .map(|(sent, envelope)| async move {
-                    match sent {
-                        Sent::Skipped => Acked::Skipped,
-                        Sent::Failed(error) => Acked::Failed(error),
-                        Sent::Pending(ack) => match ack.await {
-                            Ok(ack) => Acked::Stored(ack),
-                            Err(error) => Acked::Failed(classify(
-                                error,
-                                &self.route.destination(envelope),
-                                0,
-                                limit,
-                            )),
-                        },
-                    }
-                }),
+        // The aggregates concurrently, each one message at a time.
+        let published = join_all(
+            chains
+                .into_iter()
+                .map(|indexes| self.publish_aggregate(batch, indexes)),
         )
         .await;
-
-        // Outcomes in batch order: nothing of an aggregate is reported published after its
-        // first failure.
-        let reconnected = self.connects() != connects;
-        let mut failed: HashMap<(&str, &str), uuid::Uuid> = HashMap::new();
-        let mut outcomes: Vec<MessageOutcome> = Vec::with_capacity(batch.len());
-        for (envelope, acked) in batch.iter().zip(acked) {
-            let key = aggregate(envelope);
-            let outcome = match acked {
-                Acked::Skipped => Err(PublishError::not_attempted()),
-                Acked::Failed(error) => Err(error),
-                Acked::Stored(ack) => match failed.get(&key) {
-                    None => Ok(()),
-                    Some(earlier) => {
-                        if !ack.duplicate {
-                            tracing::warn!(
-                                message_id = %envelope.message_id,
-                                %earlier,
-                                stream = %ack.stream,
-                                sequence = ack.sequence,
-                                reconnected,
-                                "JetStream stored a message after an earlier message of its \
-                                 aggregate failed in the same batch: if the earlier one was \
-                                 not stored, it will follow this one in the stream"
-                            );
-                        }
-                        Err(PublishError::not_attempted())
-                    }
-                },
-            };
-            if outcome.is_err() {
-                failed.entry(key).or_insert(envelope.message_id);
-            }
-            outcomes.push(outcome);
-        }
+        let mut published: Vec<(usize, MessageOutcome)> = published.into_iter().flatten().collect();
+        published.sort_unstable_by_key(|(index, _)| *index);
+        let outcomes: Vec<MessageOutcome> =
+            published.into_iter().map(|(_, outcome)| outcome).collect();
         tracing::debug!(
             messages = batch.len(),
             failed = outcomes.iter().filter(|o| o.is_err()).count(),
