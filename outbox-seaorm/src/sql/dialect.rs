@@ -243,6 +243,18 @@ pub(crate) fn pg_bigint_array(seqs: &[i64]) -> String {
 /// Whether `error` is a lock that `NOWAIT` did not get: PostgreSQL `55P03`
 /// (`lock_not_available`), MariaDB 1205 (`ER_LOCK_WAIT_TIMEOUT`).
 pub(crate) fn is_lock_not_available(error: &DbErr) -> bool {
+    // Without a backend there is no database error to look at (and no `SqlxError`).
+    #[cfg(not(any(feature = "postgres", feature = "mysql", feature = "sqlite")))]
+    {
+        let _ = error;
+        false
+    }
+    #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+    is_sqlx_lock_not_available(error)
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+fn is_sqlx_lock_not_available(error: &DbErr) -> bool {
     let (DbErr::Query(RuntimeErr::SqlxError(error)) | DbErr::Exec(RuntimeErr::SqlxError(error))) =
         error
     else {
