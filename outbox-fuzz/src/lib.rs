@@ -1,0 +1,36 @@
+//! Fuzz targets: every reader of bytes that come from outside the process, each with the
+//! invariants any input must keep (beyond "does not panic").
+//!
+//! | target | reads | invariants |
+//! |---|---|---|
+//! | [`cloudevents_binary`] | a broker message: CloudEvents binary-mode headers and body, as the inbox receives it | an accepted message re-encodes to itself; a refused one is captured for the dead letter within its bounds |
+//! | [`envelope_json`] | an envelope in its JSON form | an accepted document re-encodes to the same envelope |
+//! | [`event_type`] | an event type | an accepted one is `<name>.v<N>` with a context before its last name segment |
+//! | [`payload`] | a contract's payload (`OrderPlacedV1` of the Bookstore) | an accepted payload re-encodes to the same contract |
+//! | [`compat_schemas`] | two JSON Schemas compared by the compatibility check | a schema has no change against itself |
+//! | [`compat_baseline`] | a baseline folder's `index.json` | loading ends with a set or a typed error |
+//!
+//! cargo-fuzz runs them from `outbox-fuzz/fuzz` (see `outbox-fuzz/README.md`); `cargo test`
+//! replays every input under `outbox-fuzz/corpus/<target>/` (`tests/corpus.rs`), so an input
+//! that once crashed a target stays a test.
+
+pub mod cloudevents_binary;
+pub mod compat_baseline;
+pub mod compat_schemas;
+pub mod envelope_json;
+pub mod event_type;
+pub mod message;
+pub mod payload;
+
+/// A target: reads one input, panics when an invariant breaks.
+pub type Target = fn(&[u8]);
+
+/// Every target by name (the name of its corpus folder and of its cargo-fuzz binary).
+pub const TARGETS: &[(&str, Target)] = &[
+    ("cloudevents_binary", cloudevents_binary::run),
+    ("compat_baseline", compat_baseline::run),
+    ("compat_schemas", compat_schemas::run),
+    ("envelope_json", envelope_json::run),
+    ("event_type", event_type::run),
+    ("payload", payload::run),
+];
