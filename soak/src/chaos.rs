@@ -1,0 +1,150 @@
+//! The killer: while the chaos lasts, every 1–3 s a random relay or consumer is killed
+//! (`SIGKILL`) and started again; every 8–15 s the producer is; every 10–20 s the NATS
+//! server is killed and, 1–2 s later, started again; every 3–6 s PostgreSQL terminates the
+//! relays' backends. The schedule comes from a seeded generator (`--seed`).
+
+use std::time::{Duration, Instant};
+
+use sea_orm::{ConnectionTrait as _, DatabaseConnection, DbBackend, Statement};
+use serde::Serialize;
+
+use crate::SoakError;
+use crate::broker::NatsServer;
+use crate::process::{Kind, Processes};
+
+/// What the killer did.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct ChaosCounts {
+    /// Relays killed.
+    pub relay_kills: u64,
+    /// Consumers killed.
+    pub consumer_kills: u64,
+    /// Producer kills.
+    pub producer_kills: u64,
+    /// NATS server kills, each followed by a restart.
+    pub broker_restarts: u64,
+    /// Relay backends PostgreSQL terminated.
+    pub backend_terminations: u64,
+}
+
+/// When each kind of fault comes next.
+struct Schedule {
+    rng: fastrand::Rng,
+    kill: Instant,
+    producer: Instant,
+    broker: Instant,
+    terminate: Instant,
+}
+
+impl Schedule {
+    fn new(seed: u64, now: Instant) -> Self {
+        let mut schedule = Self {
+            rng: fastrand::Rng::with_seed(seed),
+            kill: now,
+            producer: now,
+            broker: now,
+            terminate: now,
+        };
+        schedule.kill = now + schedule.within(1_000, 3_000);
+        schedule.producer = now + schedule.within(8_000, 15_000);
+        schedule.broker = now + schedule.within(10_000, 20_000);
+        schedule.terminate = now + schedule.within(3_000, 6_000);
+        schedule
+    }
+
+    /// A delay between `low` and `high` milliseconds.
+    fn within(&mut self, low: u64, high: u64) -> Duration {
+        Duration::from_millis(self.rng.u64(low..=high))
+    }
+}
+
+/// Brings chaos until `until`, restarting whatever it stops (and whatever stops by itself).
+///
+/// # Errors
+/// When a process cannot be started again or the broker not restarted: the soak cannot go
+/// on.
+pub async fn run(
+    until: Instant,
+    seed: u64,
+    processes: &mut Processes,
+    broker: &mut NatsServer,
+    admin: &DatabaseConnection,
+    database: &str,
+) -> Result<ChaosCounts, SoakError> {
+    let mut counts = ChaosCounts::default();
+    let mut schedule = Schedule::new(seed, Instant::now());
+    loop {
+        let now = Instant::now();
+        if now >= until {
+            return Ok(counts);
+        }
+        processes.reap()?;
+
+        if now >= schedule.kill {
+            let victims =
+                processes.running(|kind| matches!(kind, Kind::Relay(_) | Kind::Consumer(_)));
+            if !victims.is_empty() {
+                let victim = victims[schedule.rng.usize(..victims.len())];
+                processes.kill(victim).await?;
+                match victim {
+                    Kind::Relay(_) => counts.relay_kills += 1,
+                    _ => counts.consumer_kills += 1,
+                }
+                tracing::info!(?victim, "killed");
+                tokio::time::sleep(schedule.within(0, 300)).await;
+                processes.restart(victim)?;
+            }
+            schedule.kill = Instant::now() + schedule.within(1_000, 3_000);
+        }
+        if now >= schedule.producer {
+            if !processes.running(|kind| kind == Kind::Producer).is_empty() {
+                processes.kill(Kind::Producer).await?;
+                counts.producer_kills += 1;
+                tracing::info!("producer killed");
+                processes.restart(Kind::Producer)?;
+            }
+            schedule.producer = Instant::now() + schedule.within(8_000, 15_000);
+        }
+        if now >= schedule.broker {
+            broker.kill().await?;
+            counts.broker_restarts += 1;
+            tracing::info!("broker killed");
+            let down = schedule.within(1_000, 2_000);
+            tokio::time::sleep(down).await;
+            broker.restart().await?;
+            tracing::info!(?down, "broker restarted");
+            schedule.broker = Instant::now() + schedule.within(10_000, 20_000);
+        }
+        if now >= schedule.terminate {
+            counts.backend_terminations += terminate_relay_backends(admin, database).await;
+            schedule.terminate = Instant::now() + schedule.within(3_000, 6_000);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Terminates every backend of a relay on `database`; how many.
+async fn terminate_relay_backends(admin: &DatabaseConnection, database: &str) -> u64 {
+    let terminated = admin
+        .query_all_raw(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "SELECT pg_terminate_backend(pid) AS terminated FROM pg_stat_activity \
+             WHERE datname = $1 AND application_name LIKE 'soak-relay-%'",
+            [database.into()],
+        ))
+        .await;
+    match terminated {
+        Ok(rows) => {
+            let count = rows
+                .iter()
+                .filter(|row| row.try_get::<bool>("", "terminated").unwrap_or(false))
+                .count() as u64;
+            tracing::info!(count, "relay backends terminated");
+            count
+        }
+        Err(error) => {
+            tracing::warn!(%error, "cannot terminate the relays' backends");
+            0
+        }
+    }
+}

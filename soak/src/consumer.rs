@@ -1,0 +1,85 @@
+//! The consumer role: a NATS durable consumer of one share's subjects feeding the inbox on
+//! MariaDB, whose `#[inbox_handler]` records each effect in `soak_effects` (in the order
+//! it committed them: the verifier reads that order back). It runs until it is killed.
+
+use std::time::Duration;
+
+use outbox_brokers::nats::{self, NatsConsumerRunner};
+use outbox_core::Envelope;
+use outbox_core::policy::Backoff;
+use outbox_seaorm::inbox::Consumer;
+use outbox_seaorm::{Outbox, UnitOfWork, inbox_handler};
+use sea_orm::{ConnectionTrait as _, DbBackend, DbErr, Statement};
+use tokio_util::sync::CancellationToken;
+
+use crate::SoakError;
+use crate::contract::CustomerOrderedV1;
+use crate::databases::connect;
+use crate::plan::{CONSUMER, Plan};
+
+/// Applies an order: one effect row, in the inbox's transaction.
+#[inbox_handler(consumer = "soak.orders")]
+async fn apply_order(
+    uow: &UnitOfWork,
+    event: CustomerOrderedV1,
+    envelope: &Envelope,
+) -> Result<(), DbErr> {
+    uow.execute_raw(Statement::from_sql_and_values(
+        DbBackend::MySql,
+        "INSERT INTO soak_effects (customer_id, order_no, message_id) VALUES (?, ?, ?)",
+        [
+            event.customer_id.into(),
+            i32::try_from(event.order_no).unwrap_or(i32::MAX).into(),
+            envelope.message_id.to_string().into(),
+        ],
+    ))
+    .await?;
+    Ok(())
+}
+
+/// The durable consumer of `share`.
+pub fn durable(share: u32) -> String {
+    format!("soak-share-{share}")
+}
+
+/// Runs the consumer of `share` until killed (or until its runner stops: the conductor
+/// restarts it).
+///
+/// # Errors
+/// When the consumer cannot be built or its runner stops.
+pub async fn run(plan: &Plan, share: u32) -> Result<(), SoakError> {
+    let db = connect(&plan.mariadb_url, 3).await?;
+    let consumer = Consumer::builder(db, Outbox::default(), CONSUMER)
+        .max_attempts(1_000)
+        .backoff(
+            Backoff::new()
+                .with_min_delay(Duration::from_millis(20))
+                .with_max_delay(Duration::from_millis(500)),
+        )
+        .build()
+        .map_err(|error| SoakError::Setup(error.to_string()))?;
+    let client = nats::connect(&plan.nats_url)
+        .await
+        .map_err(|error| SoakError::Broker(error.to_string()))?;
+    let runner = NatsConsumerRunner::builder(client, consumer, &plan.stream)
+        .durable_name(durable(share))
+        .filter_subject(plan.share_filter(share))
+        .ack_wait(Duration::from_secs(2))
+        .fetch_wait(Duration::from_millis(500))
+        .redelivery_backoff(
+            Backoff::new()
+                .with_min_delay(Duration::from_millis(200))
+                .with_max_delay(Duration::from_secs(1)),
+        )
+        .retry_backoff(
+            Backoff::new()
+                .with_min_delay(Duration::from_millis(100))
+                .with_max_delay(Duration::from_secs(1)),
+        )
+        .build()
+        .map_err(|error| SoakError::Broker(error.to_string()))?;
+    let report = runner.run(CancellationToken::new()).await;
+    Err(SoakError::Broker(format!(
+        "the runner of share {share} stopped: {report:?}"
+    )))
+}

@@ -1,0 +1,73 @@
+//! What every process of one soak shares: where the databases and the broker are, the
+//! names of the soak's own stream, subjects, tables and consumer, and the workload. The
+//! conductor writes it; the child roles read it from `OUTBOX_SOAK_PLAN` (JSON).
+
+use serde::{Deserialize, Serialize};
+
+use crate::SoakError;
+
+/// The environment variable that carries the plan to the child roles.
+pub const PLAN_VARIABLE: &str = "OUTBOX_SOAK_PLAN";
+
+/// The inbox consumer name of both consumer processes (shares of one logical consumer).
+pub const CONSUMER: &str = "soak.orders";
+
+/// One soak's shared facts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Plan {
+    /// The producer's and the relays' database (PostgreSQL).
+    pub postgres_url: String,
+    /// The consumers' database (MariaDB).
+    pub mariadb_url: String,
+    /// The soak's own NATS server.
+    pub nats_url: String,
+    /// The JetStream stream, capturing `<subject_prefix>.>`.
+    pub stream: String,
+    /// The first token of every subject.
+    pub subject_prefix: String,
+    /// Customers (the aggregates) the producer spreads orders over.
+    pub customers: u32,
+    /// Orders the producer places at most, in all (across its restarts).
+    pub orders: u64,
+    /// Orders per second the producer places at most.
+    pub rate: u32,
+    /// Consumer processes: each consumes the aggregates of its share.
+    pub shares: u32,
+}
+
+impl Plan {
+    /// The plan a child role was started with.
+    ///
+    /// # Errors
+    /// [`SoakError::Plan`] when the variable is missing or not a plan.
+    pub fn from_env() -> Result<Self, SoakError> {
+        let json = std::env::var(PLAN_VARIABLE).map_err(|_| {
+            SoakError::Plan(format!(
+                "{PLAN_VARIABLE} is not set (run `outbox-soak run`)"
+            ))
+        })?;
+        serde_json::from_str(&json).map_err(|error| SoakError::Plan(error.to_string()))
+    }
+
+    /// The plan as the child roles receive it.
+    pub fn to_json(&self) -> String {
+        // A struct of strings and numbers always serialises.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The share of the aggregates `customer` belongs to: its outbox partition modulo the
+    /// shares, so that a share is a set of whole partitions.
+    pub fn share_of(&self, customer: &str, partitions: u32) -> u32 {
+        outbox_seaorm::partition::partition_of(customer, partitions) % self.shares.max(1)
+    }
+
+    /// The subjects of one share: `<prefix>.s<share>.<event type>`.
+    pub fn share_filter(&self, share: u32) -> String {
+        format!("{}.s{share}.>", self.subject_prefix)
+    }
+}
+
+/// The name of customer `n` (an aggregate id).
+pub fn customer(n: u32) -> String {
+    format!("customer-{n:04}")
+}

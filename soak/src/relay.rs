@@ -1,0 +1,76 @@
+//! The relay role: one polling relay publishing the outbox to the soak's NATS server, each
+//! message on its share's subject (`<prefix>.s<share>.<event type>`). It runs until it is
+//! killed; its PostgreSQL connections carry `application_name=soak-relay-<n>`, which is how
+//! the conductor finds the backends it terminates.
+
+use std::time::Duration;
+
+use outbox_brokers::nats::{self, NatsPublisher};
+use outbox_brokers::route::Route;
+use outbox_core::policy::Backoff;
+use outbox_seaorm::Outbox;
+use outbox_seaorm::relay::Relay;
+use tokio_util::sync::CancellationToken;
+
+use crate::SoakError;
+use crate::databases::connect;
+use crate::plan::Plan;
+
+/// The `application_name` of relay `instance`'s connections.
+pub fn application_name(instance: u32) -> String {
+    format!("soak-relay-{instance}")
+}
+
+/// Runs relay `instance` until killed (or until it fails: the conductor restarts it).
+///
+/// # Errors
+/// When the relay cannot be built or stops with an error.
+pub async fn run(plan: &Plan, instance: u32) -> Result<(), SoakError> {
+    let url = format!(
+        "{}?application_name={}",
+        plan.postgres_url,
+        application_name(instance)
+    );
+    let db = connect(&url, 3).await?;
+    let outbox = Outbox::default();
+    let client = nats::connect(&plan.nats_url)
+        .await
+        .map_err(|error| SoakError::Broker(error.to_string()))?;
+    let partitions = outbox.partitions();
+    let route = {
+        let plan = plan.clone();
+        Route::custom(move |envelope| {
+            format!(
+                "{}.s{}.{}",
+                plan.subject_prefix,
+                plan.share_of(&envelope.aggregate_id, partitions),
+                envelope.event_type
+            )
+        })
+    };
+    let publisher = NatsPublisher::builder(client)
+        .route(route)
+        .ack_timeout(Duration::from_secs(1))
+        .build();
+    let relay = Relay::builder(db, outbox, publisher)
+        .instance_id(format!("relay-{instance}"))
+        .poll_interval(Duration::from_millis(50))
+        .heartbeat_interval(Duration::from_millis(300))
+        .lease_ttl(Duration::from_secs(3))
+        .publish_timeout(Duration::from_millis(1_500))
+        .max_attempts(10_000)
+        .backoff(
+            Backoff::new()
+                .with_min_delay(Duration::from_millis(100))
+                .with_max_delay(Duration::from_millis(800)),
+        )
+        .build()
+        .map_err(|error| SoakError::Setup(error.to_string()))?;
+    let report = relay
+        .run(CancellationToken::new())
+        .await
+        .map_err(|error| SoakError::Setup(format!("relay {instance} stopped: {error}")))?;
+    Err(SoakError::Setup(format!(
+        "relay {instance} stopped without being asked: {report:?}"
+    )))
+}

@@ -1,0 +1,111 @@
+//! The soak's report: what ran, what the killer did, what the verifier found.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::chaos::ChaosCounts;
+use crate::verify::Verdict;
+
+/// One soak's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The broker.
+    pub broker: String,
+    /// The relay method.
+    pub relay: String,
+    /// The seed of the chaos schedule (repeat a run with `--seed`).
+    pub seed: u64,
+    /// How long the chaos lasted, in seconds.
+    pub chaos_seconds: f64,
+    /// Time from the end of the chaos until the system was quiet, in seconds (`None`: it
+    /// was not quiet within the bound).
+    pub quiesce_seconds: Option<f64>,
+    /// What the killer did.
+    pub chaos: ChaosCounts,
+    /// Children that exited without being killed (each restarted).
+    pub unexpected_exits: u64,
+    /// What the verifier found.
+    pub verdict: Verdict,
+    /// Orders committed per second of chaos.
+    pub orders_per_second: f64,
+    /// Effects applied per second, from the start until quiet.
+    pub effects_per_second: f64,
+}
+
+impl Report {
+    /// Builds the report; throughput from the counts and the durations.
+    pub fn new(
+        broker: &str,
+        seed: u64,
+        chaos: Duration,
+        quiesce: Option<Duration>,
+        counts: ChaosCounts,
+        unexpected_exits: u64,
+        verdict: Verdict,
+    ) -> Self {
+        let chaos_seconds = chaos.as_secs_f64();
+        let until_quiet = chaos_seconds + quiesce.map_or(0.0, |q| q.as_secs_f64());
+        Self {
+            broker: broker.to_owned(),
+            relay: "polling".to_owned(),
+            seed,
+            chaos_seconds,
+            quiesce_seconds: quiesce.map(|q| q.as_secs_f64()),
+            chaos: counts,
+            unexpected_exits,
+            orders_per_second: verdict.orders as f64 / chaos_seconds.max(0.001),
+            effects_per_second: verdict.effects as f64 / until_quiet.max(0.001),
+            verdict,
+        }
+    }
+
+    /// Whether the soak passed: quiet in time and every count that must be 0 is.
+    pub fn passed(&self) -> bool {
+        self.quiesce_seconds.is_some() && self.verdict.passed()
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v = &self.verdict;
+        let c = &self.chaos;
+        writeln!(
+            f,
+            "soak: {} broker, {} relay, seed {}",
+            self.broker, self.relay, self.seed
+        )?;
+        writeln!(f, "  chaos                {:.1} s", self.chaos_seconds)?;
+        match self.quiesce_seconds {
+            Some(q) => writeln!(f, "  time to quiesce      {q:.1} s")?,
+            None => writeln!(f, "  time to quiesce      NOT QUIET within the bound")?,
+        }
+        writeln!(f, "  orders committed     {}", v.orders)?;
+        writeln!(f, "  effects applied      {}", v.effects)?;
+        writeln!(f, "  duplicate effects    {}", v.duplicates)?;
+        writeln!(f, "  missing effects      {}", v.missing)?;
+        writeln!(f, "  phantom effects      {}", v.phantoms)?;
+        writeln!(f, "  order violations     {}", v.order_violations)?;
+        writeln!(f, "  unpublished rows     {}", v.unpublished)?;
+        writeln!(f, "  dead letters         {}", v.dead_letters)?;
+        writeln!(
+            f,
+            "  kills                {} relay, {} consumer, {} producer",
+            c.relay_kills, c.consumer_kills, c.producer_kills
+        )?;
+        writeln!(f, "  broker restarts      {}", c.broker_restarts)?;
+        writeln!(f, "  backend terminations {}", c.backend_terminations)?;
+        writeln!(f, "  unexpected exits     {}", self.unexpected_exits)?;
+        writeln!(
+            f,
+            "  throughput           {:.0} orders/s placed, {:.0} effects/s applied",
+            self.orders_per_second, self.effects_per_second
+        )?;
+        write!(
+            f,
+            "  result               {}",
+            if self.passed() { "PASSED" } else { "FAILED" }
+        )
+    }
+}
