@@ -275,6 +275,8 @@ where
             // Unknown `ce-` extensions of other producers are ignored, not stored.
             None if lower.starts_with("ce-") => {}
             None => {
+                // What could not travel back out (`to_binary`) is not taken in either.
+                check_text(name, value)?;
                 if free.insert(name.to_owned(), value.to_owned()).is_some() {
                     return Err(CloudEventsError::DuplicateHeader(name.to_owned()));
                 }

@@ -253,6 +253,27 @@ fn binary_decode_errors_are_typed() {
         decode(message.headers.clone(), b"{not json"),
         CloudEventsError::Decode(DecodeError::MalformedJson { .. })
     ));
+    // A free header that could not travel back out (a control character, a space or a colon
+    // in its name, an empty name; CR, LF or NUL in its value) is refused on the way in too
+    // (found by outbox-fuzz: the envelope was accepted, then `to_binary` refused it).
+    for (name, value) in [
+        ("x-a\tb", "1"),
+        ("x a", "1"),
+        ("x:a", "1"),
+        ("", "1"),
+        ("x-ok", "a\r\nb"),
+        ("x-ok", "a\0b"),
+    ] {
+        let mut headers = message.headers.clone();
+        headers.push((name.into(), value.into()));
+        assert!(
+            matches!(
+                decode(headers, &message.body),
+                CloudEventsError::InvalidHeader { name: refused, .. } if refused == name
+            ),
+            "{name:?}: {value:?}"
+        );
+    }
     let mut doubled = message.headers.clone();
     doubled.push(("CE-ID".into(), Uuid::now_v7().to_string()));
     assert_eq!(
