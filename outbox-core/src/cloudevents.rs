@@ -268,6 +268,8 @@ where
         let lower = name.to_ascii_lowercase();
         match header::ALL.iter().find(|k| **k == lower) {
             Some(key) => {
+                // As for the free headers below: only what can travel back out.
+                check_text(key, value)?;
                 if known.insert(key, value.to_owned()).is_some() {
                     return Err(CloudEventsError::DuplicateHeader(lower));
                 }

@@ -274,6 +274,19 @@ fn binary_decode_errors_are_typed() {
             "{name:?}: {value:?}"
         );
     }
+    // The same for the mapping's own headers: an aggregate id or a trace header with a line
+    // break (found by outbox-fuzz after the fix above).
+    for name in ["ce-subject", "ce-aggregatetype", "traceparent"] {
+        for value in ["o-1\r\nx-injected: 1", "o\0"] {
+            assert!(
+                matches!(
+                    decode(replaced(&message.headers, name, value), &message.body),
+                    CloudEventsError::InvalidHeader { name: refused, .. } if refused == name
+                ),
+                "{name}: {value:?}"
+            );
+        }
+    }
     let mut doubled = message.headers.clone();
     doubled.push(("CE-ID".into(), Uuid::now_v7().to_string()));
     assert_eq!(
