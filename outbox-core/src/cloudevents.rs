@@ -235,8 +235,10 @@ pub fn to_binary(envelope: &Envelope) -> Result<BinaryMessage, CloudEventsError>
 }
 
 /// Rebuilds an envelope from binary-mode headers (names compared without case; values as
-/// UTF-8 bytes or strings) and the JSON body, checking the payload size limit first and
-/// the metadata limit (every header's name and value) before a header is copied.
+/// UTF-8 bytes or strings) and the JSON body, checking the payload size limit first, the
+/// transport headers' size ([`EnvelopeConfig::max_transport_metadata_bytes`]) before a
+/// header is copied, and the envelope's metadata limit ([`Envelope::metadata_len`], as every
+/// path counts it) at the end.
 ///
 /// # Errors
 /// A [`CloudEventsError`] naming the missing, duplicated or invalid header, or the decode
@@ -259,7 +261,13 @@ where
         let name = name.as_ref();
         // Bounded before it is copied: a message's headers come from outside.
         metadata = metadata.saturating_add(name.len() + value.as_ref().len());
-        config.check_metadata_size(metadata)?;
+        if metadata > config.max_transport_metadata_bytes() {
+            return Err(DecodeError::MetadataTooLarge {
+                size: metadata,
+                limit: config.max_transport_metadata_bytes(),
+            }
+            .into());
+        }
         let value =
             std::str::from_utf8(value.as_ref()).map_err(|_| CloudEventsError::InvalidHeader {
                 name: name.to_owned(),
@@ -332,7 +340,7 @@ where
     let payload = Payload::from_slice(body).map_err(|e| DecodeError::MalformedJson {
         message: e.to_string(),
     })?;
-    Ok(Envelope::from_parts(EnvelopeParts {
+    let envelope = Envelope::from_parts(EnvelopeParts {
         message_id,
         event_type,
         occurred_at,
@@ -344,5 +352,8 @@ where
         aggregate_id,
         headers: free,
         payload,
-    })?)
+    })?;
+    // The limit as every other path counts it: the transport's own headers do not count.
+    config.check_metadata_size(envelope.metadata_len())?;
+    Ok(envelope)
 }

@@ -297,10 +297,11 @@ impl EnvelopeConfig {
     }
 
     /// Sets the largest metadata accepted from outside, in bytes (default 64 KiB): the sum
-    /// of every transport header's name and value in
-    /// [`cloudevents::from_binary`](crate::cloudevents::from_binary), or of an envelope's
-    /// text fields (event and aggregate type, aggregate id, trace context) and headers in
-    /// [`decode`](Self::decode).
+    /// of an envelope's text fields (event and aggregate type, aggregate id, trace context)
+    /// and headers ([`Envelope::metadata_len`]), in [`decode`](Self::decode) and in
+    /// [`cloudevents::from_binary`](crate::cloudevents::from_binary) alike (which also
+    /// bounds the transport headers it reads, see
+    /// [`max_transport_metadata_bytes`](Self::max_transport_metadata_bytes)).
     #[must_use]
     pub fn with_max_metadata_bytes(mut self, limit: usize) -> Self {
         self.max_metadata_bytes = limit;
@@ -310,6 +311,19 @@ impl EnvelopeConfig {
     /// The largest metadata accepted from outside, in bytes.
     pub fn max_metadata_bytes(&self) -> usize {
         self.max_metadata_bytes
+    }
+
+    /// The most transport header bytes (names and values) that
+    /// [`cloudevents::from_binary`](crate::cloudevents::from_binary) reads before it
+    /// refuses a message: 3 × [`max_metadata_bytes`](Self::max_metadata_bytes) + 1 KiB.
+    /// The envelope it decodes must then keep within `max_metadata_bytes` as
+    /// [`Envelope::metadata_len`] counts it, like every other path. The transport carries
+    /// more than those fields: the mapping's own headers, and the event type three times
+    /// (`ce-type`, `ce-source`, `ce-dataschema`), so any envelope within the limit fits.
+    pub fn max_transport_metadata_bytes(&self) -> usize {
+        self.max_metadata_bytes
+            .saturating_mul(3)
+            .saturating_add(1024)
     }
 
     /// Checks a metadata size against the limit.

@@ -325,6 +325,22 @@ fn the_limits_apply_to_every_path_that_accepts_an_envelope() {
         ))
     ));
     assert_eq!(from_wire(&wide).unwrap(), envelope);
+    // An envelope at the limit travels: the transport's own headers (ce-id, ce-time,
+    // ce-source, …) do not count against it (found by outbox-fuzz: a message accepted at
+    // the limit was refused once re-encoded, which adds the headers a sender left out).
+    let at_limit = EnvelopeConfig::default().with_max_metadata_bytes(envelope.metadata_len());
+    assert_eq!(
+        at_limit.decode::<OrderPlacedV1>(&envelope).unwrap(),
+        placed()
+    );
+    assert_eq!(from_wire(&at_limit).unwrap(), envelope);
+    let below = EnvelopeConfig::default().with_max_metadata_bytes(envelope.metadata_len() - 1);
+    assert!(matches!(
+        from_wire(&below),
+        Err(outbox_core::cloudevents::CloudEventsError::Decode(
+            DecodeError::MetadataTooLarge { .. }
+        ))
+    ));
 }
 
 #[test]
