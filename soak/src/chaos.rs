@@ -12,6 +12,13 @@ use crate::SoakError;
 use crate::broker::NatsServer;
 use crate::process::{Kind, Processes};
 
+/// Which faults the killer brings (the process kills and backend terminations always).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Faults {
+    /// Whether the NATS server is killed and restarted.
+    pub broker_restarts: bool,
+}
+
 /// What the killer did.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct ChaosCounts {
@@ -66,6 +73,7 @@ impl Schedule {
 pub async fn run(
     until: Instant,
     seed: u64,
+    faults: Faults,
     processes: &mut Processes,
     broker: &mut NatsServer,
     admin: &DatabaseConnection,
@@ -105,7 +113,7 @@ pub async fn run(
             }
             schedule.producer = Instant::now() + schedule.within(8_000, 15_000);
         }
-        if now >= schedule.broker {
+        if faults.broker_restarts && now >= schedule.broker {
             broker.kill().await?;
             counts.broker_restarts += 1;
             tracing::info!("broker killed");

@@ -85,6 +85,10 @@ pub struct RunArgs {
     /// The `nats-server` binary.
     #[arg(long, default_value = "/usr/sbin/nats-server")]
     nats_server: PathBuf,
+    /// Leave the NATS server alone (no kills and restarts of the broker). The report says
+    /// so; RELIABILITY.md says why CI uses it for now.
+    #[arg(long)]
+    no_broker_restarts: bool,
     /// Print the report as JSON too (one line, after the table).
     #[arg(long)]
     json: bool,
@@ -235,7 +239,19 @@ async fn chaos_then_verify(
         "chaos for {:?}: {} orders at most, {} per second, over {} customers; seed {seed}",
         args.duration, plan.orders, plan.rate, plan.customers
     ));
-    let counts = chaos::run(started + args.duration, seed, processes, broker, &admin, id).await?;
+    let faults = chaos::Faults {
+        broker_restarts: !args.no_broker_restarts,
+    };
+    let counts = chaos::run(
+        started + args.duration,
+        seed,
+        faults,
+        processes,
+        broker,
+        &admin,
+        id,
+    )
+    .await?;
     let chaos_time = started.elapsed();
     admin.close().await?;
 
@@ -271,6 +287,7 @@ async fn chaos_then_verify(
     consumer.close().await?;
     Ok(Report::new(
         "nats",
+        faults,
         seed,
         chaos_time,
         quiet,

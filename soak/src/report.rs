@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::chaos::ChaosCounts;
+use crate::chaos::{ChaosCounts, Faults};
 use crate::verify::Verdict;
 
 /// One soak's outcome.
@@ -15,6 +15,8 @@ pub struct Report {
     pub broker: String,
     /// The relay method.
     pub relay: String,
+    /// The faults brought.
+    pub faults: Faults,
     /// The seed of the chaos schedule (repeat a run with `--seed`).
     pub seed: u64,
     /// How long the chaos lasted, in seconds.
@@ -36,8 +38,10 @@ pub struct Report {
 
 impl Report {
     /// Builds the report; throughput from the counts and the durations.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         broker: &str,
+        faults: Faults,
         seed: u64,
         chaos: Duration,
         quiesce: Option<Duration>,
@@ -50,6 +54,7 @@ impl Report {
         Self {
             broker: broker.to_owned(),
             relay: "polling".to_owned(),
+            faults,
             seed,
             chaos_seconds,
             quiesce_seconds: quiesce.map(|q| q.as_secs_f64()),
@@ -94,7 +99,11 @@ impl fmt::Display for Report {
             "  kills                {} relay, {} consumer, {} producer",
             c.relay_kills, c.consumer_kills, c.producer_kills
         )?;
-        writeln!(f, "  broker restarts      {}", c.broker_restarts)?;
+        if self.faults.broker_restarts {
+            writeln!(f, "  broker restarts      {}", c.broker_restarts)?;
+        } else {
+            writeln!(f, "  broker restarts      off (--no-broker-restarts)")?;
+        }
         writeln!(f, "  backend terminations {}", c.backend_terminations)?;
         writeln!(f, "  unexpected exits     {}", self.unexpected_exits)?;
         writeln!(
