@@ -11,6 +11,7 @@ use serde::Serialize;
 use crate::SoakError;
 use crate::broker::NatsServer;
 use crate::process::{Kind, Processes};
+use crate::relay::APPLICATION_NAME_PREFIX;
 
 /// Which faults the killer brings (the process kills and backend terminations always).
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -137,8 +138,8 @@ async fn terminate_relay_backends(admin: &DatabaseConnection, database: &str) ->
         .query_all_raw(Statement::from_sql_and_values(
             DbBackend::Postgres,
             "SELECT pg_terminate_backend(pid) AS terminated FROM pg_stat_activity \
-             WHERE datname = $1 AND application_name LIKE 'soak-relay-%'",
-            [database.into()],
+             WHERE datname = $1 AND starts_with(application_name, $2)",
+            [database.into(), APPLICATION_NAME_PREFIX.into()],
         ))
         .await;
     match terminated {

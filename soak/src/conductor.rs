@@ -209,7 +209,7 @@ async fn soak(
     let exe = std::env::current_exe()?;
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned());
     let mut processes = Processes::new(exe, plan.to_json(), dir.to_owned(), filter);
-    let outcome = chaos_then_verify(args, seed, &plan, id, broker, &mut processes).await;
+    let outcome = chaos_then_verify(args, seed, &plan, databases, broker, &mut processes).await;
     processes.kill_all().await;
     outcome
 }
@@ -218,7 +218,7 @@ async fn chaos_then_verify(
     args: &RunArgs,
     seed: u64,
     plan: &Plan,
-    id: &str,
+    databases: &Databases,
     broker: &mut NatsServer,
     processes: &mut Processes,
 ) -> Result<Report, SoakError> {
@@ -229,11 +229,7 @@ async fn chaos_then_verify(
         processes.add(Kind::Relay(instance))?;
     }
     processes.add(Kind::Producer)?;
-    let admin = connect(
-        &format!("{}/postgres", args.postgres.trim_end_matches('/')),
-        1,
-    )
-    .await?;
+    let admin = connect(&databases.postgres_admin_url(), 1).await?;
     let started = Instant::now();
     say(&format!(
         "chaos for {:?}: {} orders at most, {} per second, over {} customers; seed {seed}",
@@ -249,7 +245,7 @@ async fn chaos_then_verify(
         processes,
         broker,
         &admin,
-        id,
+        databases.name(),
     )
     .await?;
     let chaos_time = started.elapsed();

@@ -28,6 +28,17 @@ impl Databases {
         }
     }
 
+    /// The databases' name (the same on both servers).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// PostgreSQL's `postgres` database, for what is done from outside the soak's own
+    /// (creating and dropping it, terminating backends).
+    pub fn postgres_admin_url(&self) -> String {
+        format!("{}/postgres", self.postgres_server)
+    }
+
     /// The producer's database.
     pub fn postgres_url(&self) -> String {
         format!("{}/{}", self.postgres_server, self.name)
@@ -43,7 +54,7 @@ impl Databases {
     /// # Errors
     /// The database's error.
     pub async fn create(&self, outbox: &Outbox) -> Result<(), DbErr> {
-        let server = connect(&format!("{}/postgres", self.postgres_server), 1).await?;
+        let server = connect(&self.postgres_admin_url(), 1).await?;
         server
             .execute_unprepared(&format!("CREATE DATABASE {}", self.name))
             .await?;
@@ -82,7 +93,7 @@ impl Databases {
     /// # Errors
     /// The database's error.
     pub async fn drop_all(&self) -> Result<(), DbErr> {
-        let server = connect(&format!("{}/postgres", self.postgres_server), 1).await?;
+        let server = connect(&self.postgres_admin_url(), 1).await?;
         server
             .execute_unprepared(&format!(
                 "DROP DATABASE IF EXISTS {} WITH (FORCE)",

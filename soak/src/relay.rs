@@ -16,9 +16,12 @@ use crate::SoakError;
 use crate::databases::connect;
 use crate::plan::Plan;
 
+/// The start of every relay's `application_name` (the conductor matches it).
+pub const APPLICATION_NAME_PREFIX: &str = "soak-relay-";
+
 /// The `application_name` of relay `instance`'s connections.
 pub fn application_name(instance: u32) -> String {
-    format!("soak-relay-{instance}")
+    format!("{APPLICATION_NAME_PREFIX}{instance}")
 }
 
 /// Runs relay `instance` until killed (or until it fails: the conductor restarts it).

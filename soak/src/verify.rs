@@ -10,6 +10,9 @@ use serde::Serialize;
 
 use crate::databases::count;
 
+/// Outbox rows not published: dead, or still pending.
+const UNPUBLISHED: &str = "SELECT COUNT(*) FROM outbox WHERE status <> 'published'";
+
 /// What the verifier found. Every count but `orders` and `effects` must be 0.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Verdict {
@@ -56,11 +59,7 @@ pub async fn quiesce(
 ) -> Result<Option<Duration>, DbErr> {
     let started = Instant::now();
     loop {
-        let pending = count(
-            producer,
-            "SELECT COUNT(*) FROM outbox WHERE status <> 'published'",
-        )
-        .await?;
+        let pending = count(producer, UNPUBLISHED).await?;
         let orders = count(producer, "SELECT COUNT(*) FROM soak_orders").await?;
         let effects = count(
             consumer,
@@ -97,11 +96,7 @@ pub async fn verify(
         "SELECT customer_id, order_no FROM soak_effects ORDER BY id",
     )
     .await?;
-    let unpublished = count(
-        producer,
-        "SELECT COUNT(*) FROM outbox WHERE status <> 'published'",
-    )
-    .await?;
+    let unpublished = count(producer, UNPUBLISHED).await?;
     let dead_letters = count(
         consumer,
         &format!("SELECT COUNT(*) FROM {dead_letter_table}"),

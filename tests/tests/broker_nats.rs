@@ -299,28 +299,35 @@ async fn an_unreachable_server_gives_transient_errors_and_the_publisher_recovers
     fixture.close().await;
 }
 
-/// The message ids of stored messages, per aggregate (`ce-subject`), in stream order.
-fn by_aggregate(
-    messages: &[jetstream::message::StreamMessage],
-) -> std::collections::BTreeMap<String, Vec<String>> {
-    let mut ids = std::collections::BTreeMap::<String, Vec<String>>::new();
-    for message in messages {
-        ids.entry(header_of(message, header::SUBJECT).unwrap().to_owned())
-            .or_default()
-            .push(header_of(message, header::ID).unwrap().to_owned());
+/// Message ids per aggregate, each list in the order given.
+type ByAggregate = std::collections::BTreeMap<String, Vec<String>>;
+
+/// Groups `(aggregate id, message id)` pairs by aggregate, keeping their order.
+fn grouped(pairs: impl IntoIterator<Item = (String, String)>) -> ByAggregate {
+    let mut ids = ByAggregate::new();
+    for (aggregate, id) in pairs {
+        ids.entry(aggregate).or_default().push(id);
     }
     ids
 }
 
+/// The message ids of stored messages, per aggregate (`ce-subject`), in stream order.
+fn by_aggregate(messages: &[jetstream::message::StreamMessage]) -> ByAggregate {
+    grouped(messages.iter().map(|message| {
+        (
+            header_of(message, header::SUBJECT).unwrap().to_owned(),
+            header_of(message, header::ID).unwrap().to_owned(),
+        )
+    }))
+}
+
 /// The message ids of envelopes, per aggregate, in the given order.
-fn by_aggregate_of(envelopes: &[&Envelope]) -> std::collections::BTreeMap<String, Vec<String>> {
-    let mut ids = std::collections::BTreeMap::<String, Vec<String>>::new();
-    for envelope in envelopes {
-        ids.entry(envelope.aggregate_id.clone())
-            .or_default()
-            .push(envelope.message_id.to_string());
-    }
-    ids
+fn by_aggregate_of(envelopes: &[&Envelope]) -> ByAggregate {
+    grouped(
+        envelopes
+            .iter()
+            .map(|e| (e.aggregate_id.clone(), e.message_id.to_string())),
+    )
 }
 
 /// The regression of a CI run: the connection dropped while a batch was in flight, the
