@@ -95,7 +95,7 @@ pub use publisher::{
     RabbitPublisherBuilder,
 };
 pub use runner::{
-    DEFAULT_PREFETCH, DEFAULT_RECONNECT_DELAY, DEFAULT_RECONNECT_DELAY_MAX,
+    DEFAULT_ACK_TIMEOUT, DEFAULT_PREFETCH, DEFAULT_RECONNECT_DELAY, DEFAULT_RECONNECT_DELAY_MAX,
     DEFAULT_REDELIVERY_DELAY, RabbitConsumerRunner, RabbitConsumerRunnerBuilder,
 };
 

@@ -1,5 +1,6 @@
 //! [`RabbitConsumerRunner`]: a durable queue, settled through the inbox, acknowledged after.
 
+use std::future::Future;
 use std::time::Duration;
 
 use futures_util::StreamExt as _;
@@ -24,6 +25,10 @@ pub const DEFAULT_RECONNECT_DELAY: Duration = Duration::from_millis(500);
 pub const DEFAULT_RECONNECT_DELAY_MAX: Duration = Duration::from_secs(30);
 /// Default pause after a message could not be settled, before consuming again: 1 s.
 pub const DEFAULT_REDELIVERY_DELAY: Duration = Duration::from_secs(1);
+/// Default longest wait for an acknowledgement, a cancel or a close to be sent: 5 s.
+pub const DEFAULT_ACK_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often a consuming session checks that its connection still lives.
+const LIVENESS_CHECK: Duration = Duration::from_millis(100);
 
 /// Configures a [`RabbitConsumerRunner`]. Defaults:
 ///
@@ -37,6 +42,7 @@ pub const DEFAULT_REDELIVERY_DELAY: Duration = Duration::from_secs(1);
 /// | [`queue_argument`](Self::queue_argument) | none: a classic durable queue |
 /// | [`declare`](Self::declare) | `true`: exchange, queue and bindings declared on every connection |
 /// | [`connect_timeout`](Self::connect_timeout) | 5 s |
+/// | [`ack_timeout`](Self::ack_timeout) | [`DEFAULT_ACK_TIMEOUT`] (5 s) |
 /// | [`connection_name`](Self::connection_name) | the consumer's name |
 #[derive(Debug)]
 #[must_use]
@@ -53,6 +59,7 @@ pub struct RabbitConsumerRunnerBuilder {
     arguments: FieldTable,
     declare: bool,
     connect_timeout: Duration,
+    ack_timeout: Duration,
     connection_name: Option<String>,
 }
 
@@ -121,6 +128,15 @@ impl RabbitConsumerRunnerBuilder {
         self
     }
 
+    /// How long sending an acknowledgement (or a nack, a cancel, a close) may take before
+    /// the session is given up and the connection reopened (default 5 s). A session also
+    /// ends as soon as its connection is seen lost (checked every 100 ms): lapin can leave an
+    /// acknowledgement issued while its connection dies pending forever.
+    pub fn ack_timeout(mut self, timeout: Duration) -> Self {
+        self.ack_timeout = timeout;
+        self
+    }
+
     /// The connection name shown in RabbitMQ's management tools (default: the consumer's
     /// name).
     pub fn connection_name(mut self, name: impl Into<String>) -> Self {
@@ -165,6 +181,7 @@ impl RabbitConsumerRunnerBuilder {
             arguments: self.arguments,
             declare: self.declare,
             connect_timeout: self.connect_timeout,
+            ack_timeout: self.ack_timeout,
             connection_name,
         })
     }
@@ -191,6 +208,7 @@ pub struct RabbitConsumerRunner {
     arguments: FieldTable,
     declare: bool,
     connect_timeout: Duration,
+    ack_timeout: Duration,
     connection_name: String,
 }
 
@@ -222,6 +240,7 @@ impl RabbitConsumerRunner {
             arguments: FieldTable::default(),
             declare: true,
             connect_timeout: Duration::from_secs(5),
+            ack_timeout: DEFAULT_ACK_TIMEOUT,
             connection_name: None,
         }
     }
@@ -370,16 +389,20 @@ impl RabbitConsumerRunner {
             .map_err(|e| classify(&format!("consume `{}`", self.queue), e))?;
         *consumed = true;
         tracing::info!(queue = %self.queue, consumer = self.consumer.name(), "RabbitMQ consumer runner: consuming");
+        // Whatever waits on lapin below also waits on this: a session ends once its
+        // connection is lost, whether or not lapin completes what was in flight.
+        let lost = connection_lost(&connection, &channel);
+        tokio::pin!(lost);
         let ended = loop {
             let next = tokio::select! {
                 biased;
                 () = shutdown.cancelled() => {
-                    let _ = channel
-                        .basic_cancel(deliveries.tag(), BasicCancelOptions::default())
-                        .await;
+                    let cancel = channel.basic_cancel(deliveries.tag(), BasicCancelOptions::default());
+                    let _ = tokio::time::timeout(self.ack_timeout, cancel).await;
                     break Ok(Ended::Shutdown);
                 }
                 next = deliveries.next() => next,
+                () = &mut lost => break Err(self.lost("waiting for a delivery")),
             };
             let delivery = match next {
                 Some(Ok(delivery)) => delivery,
@@ -394,20 +417,19 @@ impl RabbitConsumerRunner {
             let headers = received_headers(&delivery.properties);
             match settle(&self.consumer, &headers, &delivery.data).await {
                 Settlement::Ack(_) => {
-                    if let Err(error) = delivery.ack(BasicAckOptions::default()).await {
+                    let ack = delivery.ack(BasicAckOptions::default());
+                    if let Err(error) = self.bounded("basic.ack", ack, &mut lost).await {
                         // Not acknowledged: the broker redelivers it; the inbox skips it.
-                        break Err(classify("basic.ack", error));
+                        break Err(error);
                     }
                 }
                 Settlement::Redeliver(_) => {
-                    let nacked = delivery
-                        .nack(BasicNackOptions {
-                            multiple: false,
-                            requeue: true,
-                        })
-                        .await;
-                    if let Err(error) = nacked {
-                        break Err(classify("basic.nack", error));
+                    let nack = delivery.nack(BasicNackOptions {
+                        multiple: false,
+                        requeue: true,
+                    });
+                    if let Err(error) = self.bounded("basic.nack", nack, &mut lost).await {
+                        break Err(error);
                     }
                     // Closing the channel requeues the prefetched messages behind it in
                     // their original order.
@@ -415,9 +437,47 @@ impl RabbitConsumerRunner {
                 }
             }
         };
-        let _ = channel.close(200, "bye".into()).await;
-        let _ = connection.close(200, "bye".into()).await;
+        if connection.status().connected() {
+            let _ = tokio::time::timeout(self.ack_timeout, channel.close(200, "bye".into())).await;
+            let _ =
+                tokio::time::timeout(self.ack_timeout, connection.close(200, "bye".into())).await;
+        }
         ended
+    }
+
+    /// Awaits `operation` for at most the ack timeout, and only while the connection lives.
+    async fn bounded<T>(
+        &self,
+        context: &str,
+        operation: impl Future<Output = lapin::Result<T>>,
+        lost: &mut (impl Future<Output = ()> + Unpin),
+    ) -> Result<T, RabbitError> {
+        tokio::select! {
+            biased;
+            done = tokio::time::timeout(self.ack_timeout, operation) => match done {
+                Ok(result) => result.map_err(|error| classify(context, error)),
+                Err(_) => Err(RabbitError::Timeout {
+                    context: context.to_owned(),
+                    timeout: self.ack_timeout,
+                }),
+            },
+            () = lost => Err(self.lost(context)),
+        }
+    }
+
+    /// The error of a session whose connection was lost during `context`.
+    fn lost(&self, context: &str) -> RabbitError {
+        RabbitError::Closed(format!(
+            "the connection consuming `{}` was lost ({context})",
+            self.queue
+        ))
+    }
+}
+
+/// Completes once `connection` or `channel` is no longer connected.
+async fn connection_lost(connection: &Connection, channel: &Channel) {
+    while connection.status().connected() && channel.status().connected() {
+        tokio::time::sleep(LIVENESS_CHECK).await;
     }
 }
 
