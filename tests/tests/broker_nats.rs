@@ -13,6 +13,8 @@ mod e2e_orders;
 
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt as _;
+
 use e2e_orders::{
     CONSUMER, applied, assert_in_order, closed_port, consumer_tables, count, eventually,
     inbox_and_dead_letters, inbox_consumer, order, through_proxy, with_payload,
@@ -497,6 +499,10 @@ async fn the_stream_and_consumer_are_created_and_updated() {
         config.max_deliver, -1,
         "unlimited: the inbox dead-letters poison messages"
     );
+    assert_eq!(
+        config.max_ack_pending, 1,
+        "one delivery outstanding at a time"
+    );
     let changed = NatsConsumerRunner::builder(
         fixture.client.clone(),
         inbox_consumer(db.conn(), &outbox, 3),
@@ -504,13 +510,26 @@ async fn the_stream_and_consumer_are_created_and_updated() {
     )
     .ack_wait(Duration::from_secs(5))
     .max_deliver(50)
+    .max_ack_pending(64)
     .build()
     .unwrap();
     let consumer = changed.ensure_consumer().await.unwrap();
     let config = &consumer.cached_info().config;
     assert_eq!(
-        (config.ack_wait, config.max_deliver),
-        (Duration::from_secs(5), 50)
+        (config.ack_wait, config.max_deliver, config.max_ack_pending),
+        (Duration::from_secs(5), 50, 64)
+    );
+
+    let none_pending = NatsConsumerRunner::builder(
+        fixture.client.clone(),
+        inbox_consumer(db.conn(), &outbox, 3),
+        fixture.stream.name(),
+    )
+    .max_ack_pending(0)
+    .build();
+    assert!(
+        matches!(&none_pending, Err(nats::NatsError::Config(message)) if message.contains("max_ack_pending")),
+        "{none_pending:?}"
     );
 
     assert!(longer.delete(&fixture.client).await.unwrap());
@@ -598,6 +617,88 @@ async fn the_runner_applies_each_message_once_and_acknowledges_it() {
     assert_eq!(rows.len(), 6, "the copy was not applied again");
     assert_in_order(&rows, 2);
     assert_eq!(inbox_and_dead_letters(db.conn(), &outbox).await, (6, 0));
+    db.close().await;
+    fixture.close().await;
+}
+
+/// A session that stalls holds deliveries of the durable: alive, it keeps them with
+/// progress acknowledgements (as the runner does while a handler is slow), then dies without
+/// acknowledging. A runner started meanwhile (a restart, a second instance) must not be handed
+/// the messages behind them first: with more than one delivery pending, JetStream hands out
+/// newer messages while older ones wait for their redelivery (the soak saw it after server
+/// restarts). Every message is applied once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_held_by_a_stalled_session_are_not_overtaken() {
+    let Some(fixture) = Fixture::new("messages_held_by_a_stalled_session_are_not_overtaken").await
+    else {
+        return;
+    };
+    let db = TestDb::sqlite_file().await;
+    let outbox = Outbox::default();
+    consumer_tables(db.conn(), &outbox).await;
+    let publisher = fixture.publisher(&fixture.client);
+    let orders: Vec<Envelope> = (0..10).map(|n| order(0, n)).collect();
+    assert!(
+        publisher
+            .publish(&orders)
+            .await
+            .unwrap()
+            .iter()
+            .all(Result::is_ok)
+    );
+    let runner = fixture.runner(&fixture.client, inbox_consumer(db.conn(), &outbox, 3));
+    let durable = runner.ensure_consumer().await.unwrap();
+
+    // The stalled session: takes what JetStream hands it, keeps it for 2.5 s, then dies.
+    let mut taken = durable
+        .batch()
+        .max_messages(5)
+        .expires(Duration::from_millis(500))
+        .messages()
+        .await
+        .unwrap();
+    let mut held = Vec::new();
+    while let Some(message) = taken.next().await {
+        held.push(message.unwrap());
+    }
+    assert!(
+        !held.is_empty(),
+        "the stalled session took the first message"
+    );
+    let stalled = tokio::spawn(async move {
+        for _ in 0..5 {
+            for message in &held {
+                message
+                    .ack_with(jetstream::AckKind::Progress)
+                    .await
+                    .unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        held.len()
+    });
+
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(runner.run(shutdown.clone()));
+    assert!(
+        eventually(Duration::from_secs(20), async || applied(db.conn())
+            .await
+            .len()
+            >= 10)
+        .await,
+        "{} of 10 applied",
+        applied(db.conn()).await.len()
+    );
+    let held = stalled.await.unwrap();
+    shutdown.cancel();
+    let report = running.await.unwrap();
+    let rows = applied(db.conn()).await;
+    eprintln!(
+        "  the stalled session held {held} deliveries; applied: {:?}; {report:?}",
+        rows.iter().map(|row| row.order_no).collect::<Vec<_>>()
+    );
+    assert_eq!(rows.len(), 10);
+    assert_in_order(&rows, 10);
     db.close().await;
     fixture.close().await;
 }

@@ -80,11 +80,15 @@
 //!   messages one at a time in stream order and acknowledges each before the next, so a
 //!   handler sees each aggregate's messages in stream order: a message that must be
 //!   redelivered holds back every later message of the batch (they are all nak'ed, in order,
-//!   and the runner pauses until the server redelivers them first); after a reconnect, or at
-//!   start with unacknowledged messages left by a crashed runner, the runner waits one
-//!   `ack_wait` so that deliveries lost with the old connection come back before newer
-//!   messages. Several runners on one durable consumer share its messages and give up this
-//!   order (the inbox still applies each message once).
+//!   and the runner pauses until the server redelivers them first). The durable consumer
+//!   hands out one delivery at a time (`max_ack_pending` 1,
+//!   [`DEFAULT_MAX_ACK_PENDING`]): while a delivery is
+//!   outstanding — held by a runner that died or stalls, or pending across a server
+//!   restart — nothing newer is handed out, so nothing can overtake it; a second runner on
+//!   the durable waits its turn instead of taking later messages. After a reconnect, or at
+//!   start with a delivery left unacknowledged, the runner waits one `ack_wait` before
+//!   pulling. A larger `max_ack_pending` saves a round trip per message and gives this up
+//!   (the inbox still applies each message once).
 //! - **At least once, applied once.** A message is acknowledged only after the inbox
 //!   settled it ([`settle`](crate::settle::settle)); an acknowledgement lost with the
 //!   connection means one more delivery, which the inbox recognises as a duplicate.
@@ -108,8 +112,8 @@ pub use publisher::{
     NatsPublisherBuilder,
 };
 pub use runner::{
-    DEFAULT_ACK_WAIT, DEFAULT_BATCH_SIZE, DEFAULT_FETCH_WAIT, NatsConsumerRunner,
-    NatsConsumerRunnerBuilder, RunnerReport, durable_name_for,
+    DEFAULT_ACK_WAIT, DEFAULT_BATCH_SIZE, DEFAULT_FETCH_WAIT, DEFAULT_MAX_ACK_PENDING,
+    NatsConsumerRunner, NatsConsumerRunnerBuilder, RunnerReport, durable_name_for,
 };
 pub use stream::{DEFAULT_DUPLICATE_WINDOW, NatsStream};
 

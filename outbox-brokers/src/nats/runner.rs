@@ -17,6 +17,12 @@ use crate::settle::{Settlement, settle, with_requeued_redelivery};
 
 /// Default `ack_wait` of the durable consumer: 30 s (JetStream's default).
 pub const DEFAULT_ACK_WAIT: Duration = Duration::from_secs(30);
+/// Default `max_ack_pending` of the durable consumer: 1, one delivery outstanding at a time.
+/// The runner settles one message at a time in stream order anyway; with more outstanding,
+/// JetStream hands out newer messages while older ones wait for their redelivery (held by a
+/// runner that died or stalls, or pending across a server restart), and an aggregate's
+/// messages are applied out of order.
+pub const DEFAULT_MAX_ACK_PENDING: i64 = 1;
 /// Default number of messages asked for by one pull request: 100.
 pub const DEFAULT_BATCH_SIZE: usize = 100;
 /// Default time a pull request waits for messages when the stream has none: 2 s.
@@ -67,7 +73,7 @@ pub struct RunnerReport {
 /// | deliver policy | all: from the first message still in the stream |
 /// | `ack_wait` | 30 s ([`DEFAULT_ACK_WAIT`]); the runner sends progress acknowledgements while a message takes longer |
 /// | `max_deliver` | unlimited: the inbox dead-letters poison messages itself; a redelivery means the consumer's database was unavailable, which must not drop a message |
-/// | `max_ack_pending` | the server's default (1 000) |
+/// | `max_ack_pending` | 1 ([`DEFAULT_MAX_ACK_PENDING`]): nothing is handed out while an older delivery is outstanding |
 /// | pull batch | 100 messages ([`DEFAULT_BATCH_SIZE`]), waiting up to 2 s ([`DEFAULT_FETCH_WAIT`]) |
 /// | redelivery backoff | 1 s doubling up to 30 s, with jitter: the delay before an unsettled message is delivered again |
 /// | retry backoff | 250 ms doubling up to 10 s: between attempts while the broker is unreachable |
@@ -82,7 +88,7 @@ pub struct NatsConsumerRunnerBuilder {
     deliver_policy: DeliverPolicy,
     ack_wait: Duration,
     max_deliver: i64,
-    max_ack_pending: Option<i64>,
+    max_ack_pending: i64,
     batch_size: usize,
     fetch_wait: Duration,
     redelivery_backoff: Backoff,
@@ -123,9 +129,12 @@ impl NatsConsumerRunnerBuilder {
         self
     }
 
-    /// Unacknowledged messages JetStream hands out at most (default: the server's).
+    /// Unacknowledged messages JetStream hands out at most (default 1,
+    /// [`DEFAULT_MAX_ACK_PENDING`]). More saves a round trip per message, but gives up order
+    /// whenever a delivery is outstanding longer than the ones after it: a runner that died
+    /// or stalls holding messages, a server restart, two runners on the durable.
     pub fn max_ack_pending(mut self, max_ack_pending: i64) -> Self {
-        self.max_ack_pending = Some(max_ack_pending);
+        self.max_ack_pending = max_ack_pending;
         self
     }
 
@@ -185,6 +194,12 @@ impl NatsConsumerRunnerBuilder {
                 "the batch size must be at least 1".into(),
             ));
         }
+        if self.max_ack_pending == 0 || self.max_ack_pending < -1 {
+            return Err(NatsError::Config(format!(
+                "max_ack_pending must be at least 1 (or -1, unlimited), not {}",
+                self.max_ack_pending
+            )));
+        }
         if self.ack_wait.is_zero() || self.fetch_wait.is_zero() {
             return Err(NatsError::Config(
                 "ack_wait and the fetch wait must be positive".into(),
@@ -217,9 +232,10 @@ impl NatsConsumerRunnerBuilder {
 /// it (applied, duplicate, ignored, parked or dead-lettered); when it did not (the consumer's
 /// database is unavailable), stop, hand it and every later message of the batch back with
 /// a nak delayed by the redelivery backoff, and pause that long, so they come back first and
-/// in order. While the client is disconnected the runner waits with the retry backoff; after
-/// a reconnect it waits one `ack_wait` when deliveries are unacknowledged (they may have
-/// been lost with the connection), so that they are redelivered before newer messages.
+/// in order. The durable hands out one delivery at a time (`max_ack_pending` 1), so that no
+/// message is handed out while an older one is outstanding. While the client is disconnected
+/// the runner waits with the retry backoff; after a reconnect it waits one `ack_wait` when a
+/// delivery is unacknowledged (it may have been lost with the connection) before pulling.
 /// Cancelling the token stops it after the message in progress; the messages it holds are
 /// handed back at once.
 #[derive(Debug)]
@@ -233,7 +249,7 @@ pub struct NatsConsumerRunner {
     deliver_policy: DeliverPolicy,
     ack_wait: Duration,
     max_deliver: i64,
-    max_ack_pending: Option<i64>,
+    max_ack_pending: i64,
     batch_size: usize,
     fetch_wait: Duration,
     redelivery_backoff: Backoff,
@@ -290,7 +306,7 @@ impl NatsConsumerRunner {
             deliver_policy: DeliverPolicy::All,
             ack_wait: DEFAULT_ACK_WAIT,
             max_deliver: -1,
-            max_ack_pending: None,
+            max_ack_pending: DEFAULT_MAX_ACK_PENDING,
             batch_size: DEFAULT_BATCH_SIZE,
             fetch_wait: DEFAULT_FETCH_WAIT,
             redelivery_backoff: Backoff::new()
@@ -314,19 +330,16 @@ impl NatsConsumerRunner {
 
     /// The JetStream consumer configuration the runner creates.
     pub fn consumer_config(&self) -> pull::Config {
-        let mut config = pull::Config {
+        pull::Config {
             durable_name: Some(self.durable.clone()),
             ack_policy: AckPolicy::Explicit,
             ack_wait: self.ack_wait,
             max_deliver: self.max_deliver,
             deliver_policy: self.deliver_policy,
             filter_subject: self.filter_subject.clone().unwrap_or_default(),
+            max_ack_pending: self.max_ack_pending,
             ..Default::default()
-        };
-        if let Some(max) = self.max_ack_pending {
-            config.max_ack_pending = max;
         }
-        config
     }
 
     /// Creates the durable consumer, or updates it to this runner's configuration.
@@ -352,7 +365,7 @@ impl NatsConsumerRunner {
         if current.ack_wait != wanted.ack_wait
             || current.max_deliver != wanted.max_deliver
             || current.filter_subject != wanted.filter_subject
-            || (self.max_ack_pending.is_some() && current.max_ack_pending != wanted.max_ack_pending)
+            || current.max_ack_pending != wanted.max_ack_pending
         {
             tracing::info!(
                 consumer = %self.durable,
