@@ -202,6 +202,23 @@ impl TestDb {
         Self::server(Service::MariaDb, Backend::MariaDb, test).await
     }
 
+    /// A second pool of exactly one connection to this database, whose acquire gives up
+    /// after `acquire_timeout`; on SQLite in memory, whose database lives on its pool's only
+    /// connection, that pool itself.
+    pub async fn single_connection_pool(&self, acquire_timeout: Duration) -> DatabaseConnection {
+        let mut options = match self.backend {
+            Backend::SqliteMemory => return self.db.clone(),
+            Backend::SqliteFile => Self::sqlite_file_options(&self.url),
+            _ => ConnectOptions::new(&self.url),
+        };
+        options
+            .max_connections(1)
+            .min_connections(1)
+            .acquire_timeout(acquire_timeout)
+            .sqlx_logging(false);
+        connect(options).await
+    }
+
     /// The connection pool.
     pub fn conn(&self) -> &DatabaseConnection {
         &self.db

@@ -31,8 +31,8 @@ use outbox_tests::bookstore::{
 use outbox_tests::db::{Backend, TestDb};
 use sea_orm::sea_query::{Alias, Query};
 use sea_orm::{
-    ConnectOptions, ConnectionTrait, Database, DbBackend, DbErr, EntityTrait as _, QueryResult,
-    SqlErr, Statement, TransactionTrait,
+    ConnectionTrait, DbBackend, DbErr, EntityTrait as _, QueryResult, SqlErr, Statement,
+    TransactionTrait,
 };
 use sea_orm_migration::{MigrationTrait, MigratorTrait};
 use uuid::Uuid;
@@ -595,20 +595,7 @@ async fn single_connection_does_not_deadlock(db: &TestDb) {
     // The in-memory database lives on its only connection: use that pool. Elsewhere open a
     // second pool of one connection to the same database.
     let own_pool = db.backend() != Backend::SqliteMemory;
-    let single = if own_pool {
-        let mut options = match db.backend() {
-            Backend::SqliteFile => TestDb::sqlite_file_options(db.url()),
-            _ => ConnectOptions::new(db.url()),
-        };
-        options
-            .max_connections(1)
-            .min_connections(1)
-            .acquire_timeout(Duration::from_millis(500))
-            .sqlx_logging(false);
-        Database::connect(options).await.unwrap()
-    } else {
-        db.conn().clone()
-    };
+    let single = db.single_connection_pool(Duration::from_millis(500)).await;
 
     let work = async {
         let uow = outbox.begin(&single, &OrderingContracts).await?;

@@ -9,7 +9,7 @@ use outbox_core::cloudevents::{self, CloudEventsError};
 use outbox_core::name::EventType;
 use outbox_core::policy::{Backoff, DeadLetterPolicy};
 use outbox_core::{DecodeError, Envelope};
-use sea_orm::{DatabaseConnection, DbErr, TransactionTrait as _};
+use sea_orm::{DatabaseConnection, DbErr};
 use tokio::sync::Notify;
 
 use super::dead_letter::{self, NewDeadLetter, RawMessage, StoredMessage};
@@ -544,7 +544,9 @@ impl Consumer {
     ) -> Result<Option<i64>, DbErr> {
         let inner = &self.inner;
         let envelope = &parked.envelope;
-        let txn = inner.db.begin().await?;
+        let txn =
+            crate::transaction::begin_whole(&inner.db, sea_orm::TransactionOptions::default())
+                .await?;
         if !parked::delete(&txn, &inner.outbox, parked.id).await? {
             txn.rollback().await?;
             return Ok(None);

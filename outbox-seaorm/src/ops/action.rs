@@ -154,7 +154,7 @@ impl Operations {
         from: &[OutboxStatus],
     ) -> Result<OperatorAction, OpsError> {
         check_input(actor, reason)?;
-        let txn = crate::transaction::begin_whole(&self.db, None).await?;
+        let txn = crate::transaction::begin_whole_at(&self.db, None).await?;
         let Some(row) = self.store.row_for_action(&txn, message_id).await? else {
             return Err(OpsError::NotFound { message_id });
         };

@@ -99,7 +99,7 @@ impl<P: Publisher + 'static> Core<P> {
         let past = past.filter(|_| self.store.backend() == DbBackend::Postgres && self.leased());
         let isolation =
             (self.store.backend() == DbBackend::MySql).then_some(IsolationLevel::ReadCommitted);
-        let txn = crate::transaction::begin_whole(&self.db, isolation).await?;
+        let txn = crate::transaction::begin_whole_at(&self.db, isolation).await?;
         if self.store.backend() == DbBackend::Postgres {
             // The claim and the mark bind the current time; with such parameters
             // PostgreSQL keeps planning them afresh at every execution (a custom plan: about
@@ -205,7 +205,7 @@ impl<P: Publisher + 'static> Core<P> {
         }
         let held = self.held_rows(&self.db, &rows).await?;
         let marks = self.publish(&mut rows, &held).await;
-        let txn = crate::transaction::begin_whole(&self.db, None).await?;
+        let txn = crate::transaction::begin_whole_at(&self.db, None).await?;
         let report = self.apply(&txn, &rows, &marks).await?;
         txn.commit().await?;
         self.count(&rows, &marks);

@@ -131,13 +131,13 @@ impl<P: Publisher + 'static> FastPath<P> {
                 .await?;
             let held = self.held(&self.db, &rows).await?;
             let marks = self.decide(&mut rows, &held).await;
-            let txn = crate::transaction::begin_whole(&self.db, None).await?;
+            let txn = crate::transaction::begin_whole_at(&self.db, None).await?;
             return self
                 .mark_and_commit(txn, &rows, &marks, message_ids.len())
                 .await;
         }
         let isolation = (backend == DbBackend::MySql).then_some(IsolationLevel::ReadCommitted);
-        let txn = crate::transaction::begin_whole(&self.db, isolation).await?;
+        let txn = crate::transaction::begin_whole_at(&self.db, isolation).await?;
         let mut rows = self
             .store
             .pending_by_message_id(&txn, message_ids, true)

@@ -16,6 +16,7 @@ use super::mapper::MapperRef;
 use crate::config::Outbox;
 use crate::error::UnitOfWorkError;
 use crate::trace::TraceContext;
+use crate::transaction::TaskTransaction;
 use crate::wakeup::Target;
 
 enum TraceChoice {
@@ -88,7 +89,7 @@ impl<E: 'static> UnitOfWorkBuilder<E> {
             .then_some(SqliteTransactionMode::Immediate),
             ..TransactionOptions::default()
         };
-        let txn = db.begin_with_options(options).await?;
+        let txn = db.begin_unit_of_work(options).await?;
         let wakeup = if self.outbox.after_commit_channel().is_some()
             && db.get_database_backend() == DbBackend::Postgres
         {
@@ -105,7 +106,7 @@ impl<E: 'static> UnitOfWorkBuilder<E> {
             TraceChoice::Explicit(context) => context,
         };
         Ok(UnitOfWork {
-            txn,
+            txn: TaskTransaction::new(txn),
             outbox: self.outbox,
             mapper: self.mapper,
             events: Mutex::new(Vec::new()),

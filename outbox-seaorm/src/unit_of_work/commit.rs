@@ -86,7 +86,7 @@ impl<E: 'static> UnitOfWork<E> {
             causation_id,
             trace,
             headers,
-            wakeup,
+            wakeup: wakeup_target,
             nested_wrote,
             failed,
         } = self;
@@ -118,42 +118,61 @@ impl<E: 'static> UnitOfWork<E> {
                 trace,
                 headers,
             };
-            match write_events(&txn, &outbox, mapper.get(), &events, stamp).await {
-                Ok(mut report) => {
-                    txn.commit().await.map_err(CommitError::Commit)?;
-                    let wrote = report.rows > 0
-                        || nested_wrote.is_some_and(|flag| flag.load(Ordering::Acquire));
-                    if wrote {
-                        match wakeup {
-                            Target::None => {}
-                            Target::Pool(db) => {
-                                outbox.notifier().signal(db);
-                                report.wakeup = CommitWakeup::AfterCommit;
-                            }
-                            Target::Enclosing(flag) => {
-                                flag.store(true, Ordering::Release);
-                                report.wakeup = CommitWakeup::Enclosing;
-                            }
-                        }
-                    }
-                    let span = tracing::Span::current();
-                    span.record("outbox.rows", report.rows);
-                    span.record("outbox.chunks", report.chunks);
-                    tracing::debug!(
-                        rows = report.rows,
-                        chunks = report.chunks,
-                        "unit of work committed"
-                    );
-                    Ok(report)
-                }
+            let backend = ConnectionTrait::get_database_backend(txn.get());
+            let prepared = match prepare_rows(backend, &outbox, mapper.get(), &events, stamp) {
+                Ok(prepared) => prepared,
                 Err(error) => {
                     tracing::debug!(%error, "unit of work rolled back before commit");
                     if let Err(rollback) = txn.rollback().await {
                         tracing::warn!(error = %rollback, "rollback after a failed commit failed");
                     }
-                    Err(error)
+                    return Err(error);
+                }
+            };
+            let mut report = CommitReport {
+                events: events.len(),
+                rows: prepared.rows.len(),
+                chunks: 0,
+                wakeup: CommitWakeup::None,
+                message_ids: prepared.message_ids,
+            };
+            // The rows and the COMMIT go out on a task of their own: a caller dropped here
+            // leaves the transaction committed or rolled back, never half-way.
+            let in_task = tracing::Span::current();
+            let task_outbox = outbox.clone();
+            let rows = prepared.rows;
+            let (chunks, wakeup) = txn
+                .finish(move |txn| {
+                    write_and_commit(txn, task_outbox, backend, rows).instrument(in_task)
+                })
+                .await
+                .map_err(CommitError::Commit)??;
+            report.chunks = chunks;
+            report.wakeup = wakeup;
+            let wrote =
+                report.rows > 0 || nested_wrote.is_some_and(|flag| flag.load(Ordering::Acquire));
+            if wrote {
+                match wakeup_target {
+                    Target::None => {}
+                    Target::Pool(db) => {
+                        outbox.notifier().signal(db);
+                        report.wakeup = CommitWakeup::AfterCommit;
+                    }
+                    Target::Enclosing(flag) => {
+                        flag.store(true, Ordering::Release);
+                        report.wakeup = CommitWakeup::Enclosing;
+                    }
                 }
             }
+            let span = tracing::Span::current();
+            span.record("outbox.rows", report.rows);
+            span.record("outbox.chunks", report.chunks);
+            tracing::debug!(
+                rows = report.rows,
+                chunks = report.chunks,
+                "unit of work committed"
+            );
+            Ok(report)
         }
         .instrument(span)
         .await
@@ -185,13 +204,20 @@ impl Stamp {
     }
 }
 
-async fn write_events<E>(
-    txn: &DatabaseTransaction,
+/// The outbox rows of a commit, ready to insert, and their message ids.
+struct PreparedRows {
+    rows: Vec<insert::PreparedRow>,
+    message_ids: Vec<Uuid>,
+}
+
+/// Maps the raised events to envelopes, stamps them, and prepares their rows.
+fn prepare_rows<E>(
+    backend: DbBackend,
     outbox: &Outbox,
     mapper: &dyn ContractMapper<E>,
     events: &[Raised<E>],
     stamp: Stamp,
-) -> Result<CommitReport, CommitError> {
+) -> Result<PreparedRows, CommitError> {
     let mut envelopes = Vec::with_capacity(events.len());
     for (index, raised) in events.iter().enumerate() {
         let clock = RaisedAt(raised.at);
@@ -205,7 +231,6 @@ async fn write_events<E>(
             })?;
         envelopes.extend(sink.into_envelopes());
     }
-    let backend = ConnectionTrait::get_database_backend(txn);
     let created_at = outbox.clock().now();
     let mut message_ids = Vec::with_capacity(envelopes.len());
     let mut rows = Vec::with_capacity(envelopes.len());
@@ -214,27 +239,44 @@ async fn write_events<E>(
         message_ids.push(envelope.message_id);
         rows.push(insert::prepare(backend, outbox, envelope, created_at)?);
     }
-    let row_count = rows.len();
+    Ok(PreparedRows { rows, message_ids })
+}
+
+/// Inserts the rows (in chunks) and commits; rolls back when an insert fails. Returns the
+/// number of chunks and the wake-up that ran inside the transaction.
+async fn write_and_commit(
+    txn: DatabaseTransaction,
+    outbox: Outbox,
+    backend: DbBackend,
+    rows: Vec<insert::PreparedRow>,
+) -> Result<(usize, CommitWakeup), CommitError> {
     let notify_channel = outbox
         .in_transaction_channel()
         .filter(|_| backend == DbBackend::Postgres);
-    let (chunks, wakeup) = if row_count == 0 {
-        (0, CommitWakeup::None)
+    let written = if rows.is_empty() {
+        Ok((0, CommitWakeup::None))
     } else {
-        let chunks = insert::insert(txn, outbox, rows, notify_channel)
+        insert::insert(&txn, &outbox, rows, notify_channel)
             .await
-            .map_err(CommitError::Database)?;
-        let wakeup = match notify_channel {
-            Some(_) => CommitWakeup::InTransaction,
-            None => CommitWakeup::None,
-        };
-        (chunks, wakeup)
+            .map(|chunks| {
+                let wakeup = match notify_channel {
+                    Some(_) => CommitWakeup::InTransaction,
+                    None => CommitWakeup::None,
+                };
+                (chunks, wakeup)
+            })
     };
-    Ok(CommitReport {
-        events: events.len(),
-        rows: row_count,
-        chunks,
-        wakeup,
-        message_ids,
-    })
+    match written {
+        Ok(written) => {
+            txn.commit().await.map_err(CommitError::Commit)?;
+            Ok(written)
+        }
+        Err(error) => {
+            tracing::debug!(%error, "unit of work rolled back before commit");
+            if let Err(rollback) = txn.rollback().await {
+                tracing::warn!(error = %rollback, "rollback after a failed commit failed");
+            }
+            Err(CommitError::Database(error))
+        }
+    }
 }

@@ -32,12 +32,35 @@ pub trait UnitOfWorkConnection:
     fn wakeup_target(&self) -> WakeupTarget {
         WakeupTarget::none()
     }
+
+    /// Begins the transaction of a unit of work on this connection. Default:
+    /// [`TransactionTrait::begin_with_options`].
+    ///
+    /// A pool ([`DatabaseConnection`], or a [`DatabaseExecutor`] holding one) runs its
+    /// `BEGIN` on a task of its own instead, so that a unit of work whose future is dropped
+    /// while `BEGIN` is in flight (a timeout, a `select!`, an aborted request handler) cannot
+    /// hand the connection back to the pool inside a transaction nobody owns, where the
+    /// next user's statements would run uncommitted. A wrapper of a pool should delegate
+    /// this method to the pool's.
+    fn begin_unit_of_work(
+        &self,
+        options: TransactionOptions,
+    ) -> impl Future<Output = Result<DatabaseTransaction, DbErr>> + Send {
+        self.begin_with_options(options)
+    }
 }
 
-/// Notifies on this pool.
+/// Notifies on this pool; begins on a task of its own.
 impl UnitOfWorkConnection for DatabaseConnection {
     fn wakeup_target(&self) -> WakeupTarget {
         WakeupTarget::pool(self)
+    }
+
+    async fn begin_unit_of_work(
+        &self,
+        options: TransactionOptions,
+    ) -> Result<DatabaseTransaction, DbErr> {
+        crate::transaction::begin_whole(self, options).await
     }
 }
 
@@ -50,6 +73,16 @@ impl UnitOfWorkConnection for DatabaseExecutor<'_> {
         match self {
             DatabaseExecutor::Connection(db) => WakeupTarget::pool(db),
             _ => WakeupTarget::none(),
+        }
+    }
+
+    async fn begin_unit_of_work(
+        &self,
+        options: TransactionOptions,
+    ) -> Result<DatabaseTransaction, DbErr> {
+        match self {
+            DatabaseExecutor::Connection(db) => db.begin_unit_of_work(options).await,
+            _ => self.begin_with_options(options).await,
         }
     }
 }
@@ -68,7 +101,7 @@ impl<E: Send + 'static> UnitOfWorkConnection for UnitOfWork<E> {
 #[async_trait::async_trait]
 impl<E: Send + 'static> ConnectionTrait for UnitOfWork<E> {
     fn get_database_backend(&self) -> DbBackend {
-        ConnectionTrait::get_database_backend(&self.txn)
+        ConnectionTrait::get_database_backend(self.txn.get())
     }
 
     async fn execute_raw(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
@@ -92,11 +125,11 @@ impl<E: Send + 'static> ConnectionTrait for UnitOfWork<E> {
     }
 
     fn support_returning(&self) -> bool {
-        self.txn.support_returning()
+        self.txn.get().support_returning()
     }
 
     fn is_mock_connection(&self) -> bool {
-        self.txn.is_mock_connection()
+        self.txn.get().is_mock_connection()
     }
 }
 
@@ -107,7 +140,7 @@ impl<E: Send + 'static> StreamTrait for UnitOfWork<E> {
         Self: 'a;
 
     fn get_database_backend(&self) -> DbBackend {
-        ConnectionTrait::get_database_backend(&self.txn)
+        ConnectionTrait::get_database_backend(self.txn.get())
     }
 
     fn stream_raw<'a>(
@@ -115,7 +148,7 @@ impl<E: Send + 'static> StreamTrait for UnitOfWork<E> {
         stmt: Statement,
     ) -> Pin<Box<dyn Future<Output = Result<Self::Stream<'a>, DbErr>> + 'a + Send>> {
         Box::pin(async move {
-            let result = self.txn.stream_raw(stmt).await;
+            let result = self.txn.get().stream_raw(stmt).await;
             self.remember(result)
         })
     }
@@ -129,7 +162,7 @@ impl<E: Send + 'static> TransactionTrait for UnitOfWork<E> {
     type Transaction = DatabaseTransaction;
 
     async fn begin(&self) -> Result<DatabaseTransaction, DbErr> {
-        self.txn.begin().await
+        self.txn.get().begin().await
     }
 
     async fn begin_with_config(
@@ -138,6 +171,7 @@ impl<E: Send + 'static> TransactionTrait for UnitOfWork<E> {
         access_mode: Option<AccessMode>,
     ) -> Result<DatabaseTransaction, DbErr> {
         self.txn
+            .get()
             .begin_with_config(isolation_level, access_mode)
             .await
     }
@@ -146,7 +180,7 @@ impl<E: Send + 'static> TransactionTrait for UnitOfWork<E> {
         &self,
         options: TransactionOptions,
     ) -> Result<DatabaseTransaction, DbErr> {
-        self.txn.begin_with_options(options).await
+        self.txn.get().begin_with_options(options).await
     }
 
     async fn transaction<F, T, Er>(&self, callback: F) -> Result<T, sea_orm::TransactionError<Er>>
@@ -158,7 +192,7 @@ impl<E: Send + 'static> TransactionTrait for UnitOfWork<E> {
         T: Send,
         Er: std::fmt::Display + std::fmt::Debug + Send,
     {
-        self.txn.transaction(callback).await
+        self.txn.get().transaction(callback).await
     }
 
     async fn transaction_with_config<F, T, Er>(
@@ -176,6 +210,7 @@ impl<E: Send + 'static> TransactionTrait for UnitOfWork<E> {
         Er: std::fmt::Display + std::fmt::Debug + Send,
     {
         self.txn
+            .get()
             .transaction_with_config(callback, isolation_level, access_mode)
             .await
     }

@@ -73,13 +73,16 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use chrono::{DateTime, Utc};
 use outbox_core::Raise;
 use outbox_core::clock::Clock;
-use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr};
+#[cfg(doc)]
+use sea_orm::DatabaseTransaction;
+use sea_orm::{ConnectionTrait, DbErr};
 use uuid::Uuid;
 
 use crate::config::Outbox;
 #[cfg(doc)]
 use crate::error::CommitError;
 use crate::trace::TraceContext;
+use crate::transaction::TaskTransaction;
 use crate::wakeup::Target;
 #[cfg(doc)]
 use outbox_core::mapping::ContractMapper;
@@ -99,7 +102,9 @@ pub use mapper::MapperRef;
 /// the future of [`UnitOfWorkBuilder::transaction`] as `Send` (with a lifetime parameter,
 /// spawning it fails with "implementation of `AsyncFnOnce` is not general enough").
 pub struct UnitOfWork<E: 'static = outbox_core::mapping::NoEvents> {
-    txn: DatabaseTransaction,
+    /// Every statement and the `COMMIT` run on tasks of their own: a caller dropped at any
+    /// await point leaves the pooled connection clean ([`crate::transaction`]).
+    txn: TaskTransaction,
     outbox: Outbox,
     mapper: MapperRef<E>,
     events: Mutex<Vec<Raised<E>>>,
@@ -238,7 +243,10 @@ impl<E: 'static> fmt::Debug for UnitOfWork<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("UnitOfWork")
             .field("outbox_table", &self.outbox.outbox_table().to_string())
-            .field("backend", &ConnectionTrait::get_database_backend(&self.txn))
+            .field(
+                "backend",
+                &ConnectionTrait::get_database_backend(self.txn.get()),
+            )
             .field("pending_events", &self.pending_events())
             .field("correlation_id", &self.correlation_id)
             .field("causation_id", &self.causation_id)
