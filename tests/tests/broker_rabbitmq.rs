@@ -134,20 +134,7 @@ async fn declare_queue(url: &str, exchange: &str, queue: &str, pattern: &str) {
 
 /// Messages ready in `queue`.
 async fn ready(url: &str, queue: &str) -> u32 {
-    let (connection, channel) = channel(url).await;
-    let declared = channel
-        .queue_declare(
-            queue.into(),
-            QueueDeclareOptions {
-                passive: true,
-                ..QueueDeclareOptions::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
-    let _ = connection.close(200, "bye".into()).await;
-    declared.message_count()
+    queue_counts(url, queue).await.0
 }
 
 /// The queue's ready messages and consumers.
