@@ -85,8 +85,8 @@ pub struct RunArgs {
     /// The `nats-server` binary.
     #[arg(long, default_value = "/usr/sbin/nats-server")]
     nats_server: PathBuf,
-    /// Leave the NATS server alone (no kills and restarts of the broker). The report says
-    /// so; RELIABILITY.md says why CI uses it for now.
+    /// Leave the NATS server alone (no kills and restarts of the broker), e.g. to tell a
+    /// finding that needs broker restarts from one that does not. The report says so.
     #[arg(long)]
     no_broker_restarts: bool,
     /// Print the report as JSON too (one line, after the table).
