@@ -1196,7 +1196,11 @@ async fn end_to_end_postgres_relay_rabbitmq_mariadb() {
 
     let deadline = Instant::now() + Duration::from_secs(45);
     let mut next_report = Instant::now() + Duration::from_secs(5);
-    while applied(&consumer_db).await.len() < total {
+    loop {
+        let done = applied(&consumer_db).await.len();
+        if done >= total {
+            break;
+        }
         if Instant::now() >= next_report || Instant::now() >= deadline {
             next_report = Instant::now() + Duration::from_secs(5);
             let (ready, consumers) = queue_counts(&url, &queue).await;
@@ -1209,7 +1213,7 @@ async fn end_to_end_postgres_relay_rabbitmq_mariadb() {
                     "SELECT COUNT(*) FROM outbox WHERE status = 'published'"
                 )
                 .await,
-                applied(&consumer_db).await.len(),
+                done,
                 proxy.connections()
             );
         }

@@ -126,12 +126,12 @@ async fn assert_clean_connection(
     );
 }
 
-/// Cancels `flow(probe_base + i)` after i = 1, 2, … suspensions until it completes,
-/// checking the pool and `invariant` after each. Returns how many times it was cancelled.
+/// In each of [`ROUNDS`] rounds, cancels `flow(probe_base + i)` after i = 1, 2, …
+/// suspensions until it completes, checking the pool and `invariant` after each. Returns
+/// how many times it was cancelled in all.
 async fn cancel_at_every_suspension<F, Fut>(
     single: &DatabaseConnection,
     other: &DatabaseConnection,
-    probe_base: usize,
     mut flow: F,
     mut invariant: impl AsyncFnMut(usize),
 ) -> usize
@@ -139,17 +139,23 @@ where
     F: FnMut(usize) -> Fut,
     Fut: Future<Output = ()>,
 {
-    for suspensions in 1..=500 {
-        let completed = CancelAfter::new(flow(probe_base + suspensions), suspensions)
-            .await
-            .is_some();
-        assert_clean_connection(single, other, probe_base + suspensions).await;
-        invariant(suspensions).await;
-        if completed {
-            return suspensions - 1;
+    let mut cancelled = 0;
+    'rounds: for round in 0..ROUNDS {
+        let probe_base = round * 1000;
+        for suspensions in 1..=500 {
+            let completed = CancelAfter::new(flow(probe_base + suspensions), suspensions)
+                .await
+                .is_some();
+            assert_clean_connection(single, other, probe_base + suspensions).await;
+            invariant(suspensions).await;
+            if completed {
+                cancelled += suspensions - 1;
+                continue 'rounds;
+            }
         }
+        panic!("the flow did not complete within 500 suspensions");
     }
-    panic!("the flow did not complete within 500 suspensions");
+    cancelled
 }
 
 /// The flow was cancelled at least once over the rounds, on PostgreSQL and MariaDB. How many
@@ -179,33 +185,28 @@ async fn unit_of_work_cancelled_anywhere(db: &TestDb) {
         .unwrap();
     let single = db.single_connection_pool(Duration::from_secs(30)).await;
 
-    let mut total = 0;
-    for round in 0..ROUNDS {
-        let cancelled = cancel_at_every_suspension(
-                    &single,
-                    db.conn(),
-                    round * 1000,
-                    |i| {
-                        let (single, outbox) = (&single, &outbox);
-                        async move {
-                            let uow = outbox.begin(single, &OrderingContracts).await.unwrap();
-                            let order = Order::place(&uow, PlaceOrder::sample(&format!("checkout-{i}")));
-                            order.save(&uow).await.unwrap();
-                            uow.commit().await.unwrap();
-                        }
-                    },
-                    async |n| {
-                        let orders = count_orders(db.conn()).await.unwrap();
-                        let rows = OutboxRecord::count(db.conn(), &outbox).await.unwrap();
-                        assert_eq!(
-                            orders, rows,
-                            "cancelled after {n} suspensions: an order without its outbox row or the reverse"
-                        );
-                    },
-                )
-                .await;
-        total += cancelled;
-    }
+    let total = cancel_at_every_suspension(
+        &single,
+        db.conn(),
+        |i| {
+            let (single, outbox) = (&single, &outbox);
+            async move {
+                let uow = outbox.begin(single, &OrderingContracts).await.unwrap();
+                let order = Order::place(&uow, PlaceOrder::sample(&format!("checkout-{i}")));
+                order.save(&uow).await.unwrap();
+                uow.commit().await.unwrap();
+            }
+        },
+        async |n| {
+            let orders = count_orders(db.conn()).await.unwrap();
+            let rows = OutboxRecord::count(db.conn(), &outbox).await.unwrap();
+            assert_eq!(
+                orders, rows,
+                "cancelled after {n} suspensions: an order without its outbox row or the reverse"
+            );
+        },
+    )
+    .await;
     assert_cancelled(db, total);
     // The last run completed: at least its order is there.
     assert!(count_orders(db.conn()).await.unwrap() >= 1);
@@ -248,12 +249,9 @@ async fn inbox_cancelled_anywhere(db: &TestDb) {
         outbox.inbox_table()
     );
 
-    let mut total = 0;
-    for round in 0..ROUNDS {
-        let cancelled = cancel_at_every_suspension(
+    let total = cancel_at_every_suspension(
         &single,
         db.conn(),
-        round * 1000,
         |i| {
             let (single, outbox) = (&single, &outbox);
             async move {
@@ -280,8 +278,6 @@ async fn inbox_cancelled_anywhere(db: &TestDb) {
         },
     )
     .await;
-        total += cancelled;
-    }
     assert_cancelled(db, total);
     assert!(count(db.conn(), "SELECT COUNT(*) FROM effects").await >= 1);
     if db.backend() != Backend::SqliteMemory {
