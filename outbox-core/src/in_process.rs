@@ -82,6 +82,7 @@ struct State {
     paused: bool,
     waiting: usize,
     calls: u64,
+    hangs: u64,
     published: Vec<Envelope>,
     after_publish: VecDeque<AfterPublish>,
     rule: Option<Rule>,
@@ -201,6 +202,13 @@ impl InProcessBroker {
     /// Number of `publish` calls so far.
     pub fn calls(&self) -> u64 {
         self.state().calls
+    }
+
+    /// Number of batches that ended in [`AfterPublish::Hang`] so far: recorded, then never
+    /// answered (each an injected crash between publish and mark). Never decreases, also
+    /// when the hanging relay is aborted.
+    pub fn hangs(&self) -> u64 {
+        self.state().hangs
     }
 
     /// Every envelope accepted so far, in arrival order (duplicates included).
@@ -355,6 +363,7 @@ impl Publisher for InProcessBroker {
                 "connection lost before the acknowledgement (injected)",
             )),
             Some(AfterPublish::Hang) => {
+                self.update(|state| state.hangs += 1);
                 tracing::warn!(
                     messages = batch.len(),
                     "in-process broker: batch recorded, now hanging before the acknowledgement \
@@ -436,15 +445,22 @@ mod tests {
             assert_eq!(broker.len(), 1);
             assert_eq!(broker.waiting(), 0);
 
+            assert_eq!(broker.hangs(), 0);
             broker.crash_after_next_publish(AfterPublish::Hang);
             let hanging = tokio::spawn({
                 let broker = broker.clone();
                 async move { broker.publish(&[envelope("b")]).await }
             });
             assert!(broker.wait_for_published(2, Duration::from_secs(5)).await);
+            assert!(
+                broker
+                    .wait_until(Duration::from_secs(5), |broker| broker.hangs() == 1)
+                    .await
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
             assert!(!hanging.is_finished());
             hanging.abort();
+            assert_eq!(broker.hangs(), 1, "an aborted hang still counts");
         });
     }
 }

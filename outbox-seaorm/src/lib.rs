@@ -122,7 +122,9 @@
 //! - [`trace`]: W3C trace context (the `otel` feature reads the current span's);
 //! - [`wakeup`]: how a commit on PostgreSQL wakes up listening relays ([`PostgresWakeup`]:
 //!   after commit, coalesced — the default —, in the transaction, or off);
-//! - [`error`]: [`CommitError`], [`UnitOfWorkError`].
+//! - [`error`]: [`CommitError`], [`UnitOfWorkError`];
+//! - `testing` (feature `testing`): the test kit — relay and consumers run until idle,
+//!   typed assertions on what was published, injected crashes, a manual clock.
 //!
 //! # No bypass
 //!
@@ -175,6 +177,8 @@
 //! - `migration`: the `sea-orm-migration` migrations of the tables (module `migration`).
 //! - `cli`: the embeddable `outbox` operations command line (`status`, `dead list|show`,
 //!   `requeue`, `skip`, `purge`, `purge-inbox`), with clap.
+//! - `testing`: the test kit of module `testing`, for a service's own integration tests
+//!   (add it under `[dev-dependencies]`).
 //! - `otel`: `trace::current_span_context` reads the OpenTelemetry context of the current
 //!   `tracing` span (through `tracing-opentelemetry`) and becomes the default trace hook.
 
@@ -209,6 +213,8 @@ mod sql;
 mod status;
 mod status_report;
 pub mod table;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod trace;
 pub(crate) mod transaction;
 pub mod unit_of_work;

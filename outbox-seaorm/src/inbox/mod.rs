@@ -59,6 +59,8 @@
 //! the consumer's dead-letter table ([`dead_letter`]).
 
 mod consumer;
+#[cfg(feature = "testing")]
+pub(crate) mod crash_point;
 pub mod dead_letter;
 mod hold;
 pub mod parked;
@@ -250,6 +252,8 @@ pub(crate) async fn apply_decoded<H: InboxHandler>(
         }
         match H::handle(&uow, event, envelope).await {
             Ok(()) => {
+                #[cfg(feature = "testing")]
+                crash_point::before_commit().await;
                 uow.commit().await?;
                 Ok(InboxOutcome::Applied)
             }
