@@ -217,6 +217,29 @@ async fn effects(db: &TestDb, consumer: &str, order_id: &str) -> i64 {
     row.try_get::<i64>("", "n").unwrap()
 }
 
+/// Something about an order.
+trait AboutAnOrder: IntegrationEvent {
+    fn order_id(self) -> String;
+}
+
+impl AboutAnOrder for OrderPlacedV1 {
+    fn order_id(self) -> String {
+        self.order_id
+    }
+}
+
+impl AboutAnOrder for StockReservedV1 {
+    fn order_id(self) -> String {
+        self.order_id
+    }
+}
+
+/// The orders of the distinct published `C`s, in publish order.
+fn published_orders<C: AboutAnOrder>(kit: &TestKit) -> Vec<String> {
+    let published = kit.published::<C>().unwrap();
+    published.into_iter().map(C::order_id).collect()
+}
+
 fn kit(db: &TestDb, outbox: &Outbox) -> TestKit {
     TestKit::builder(db.conn().clone(), outbox.clone())
         .consumer(RESERVE)
@@ -238,18 +261,8 @@ async fn a_chain_of_events_is_drained_until_idle(db: &TestDb) {
     assert_eq!(report.rounds, 3);
     assert_eq!(report.published, 6);
     assert_eq!(report.crashes, 0);
-    let placed: Vec<String> = kit
-        .published::<OrderPlacedV1>()
-        .unwrap()
-        .into_iter()
-        .map(|e| e.order_id)
-        .collect();
-    let reserved: Vec<String> = kit
-        .published::<StockReservedV1>()
-        .unwrap()
-        .into_iter()
-        .map(|e| e.order_id)
-        .collect();
+    let placed = published_orders::<OrderPlacedV1>(&kit);
+    let reserved = published_orders::<StockReservedV1>(&kit);
     assert_eq!(placed, orders);
     assert_eq!(reserved, orders);
     for order in &orders {
@@ -290,12 +303,7 @@ async fn a_relay_crash_after_publish_publishes_twice_and_applies_once(db: &TestD
         accepted.len()
     );
     assert!(report.duplicates > 0, "the inbox skipped the second copies");
-    let placed: Vec<String> = kit
-        .published::<OrderPlacedV1>()
-        .unwrap()
-        .into_iter()
-        .map(|e| e.order_id)
-        .collect();
+    let placed = published_orders::<OrderPlacedV1>(&kit);
     assert_eq!(placed, orders);
     for order in &orders {
         assert_eq!(effects(db, RESERVE, order).await, 1, "reserved once");
@@ -325,12 +333,7 @@ async fn a_consumer_crash_before_commit_rolls_back_and_is_delivered_again(db: &T
         assert_eq!(effects(db, RESERVE, order).await, 1);
         assert_eq!(effects(db, NOTIFY, order).await, 1);
     }
-    let reserved: Vec<String> = kit
-        .published::<StockReservedV1>()
-        .unwrap()
-        .into_iter()
-        .map(|e| e.order_id)
-        .collect();
+    let reserved = published_orders::<StockReservedV1>(&kit);
     assert_eq!(reserved, orders, "the rolled-back attempts raised nothing");
     assert_eq!(kit.broker().published().len(), 4, "nothing published twice");
 }

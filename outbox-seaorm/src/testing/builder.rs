@@ -18,9 +18,6 @@ pub const DEFAULT_MAX_ROUNDS: usize = 100;
 /// Default time one step of a drain may take (a relay drain, a delivery, a redelivery
 /// round) before [`TestKitError::Timeout`].
 pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(30);
-/// The relay's instance id in the kit: stable across the restarts after a crash, so that
-/// the restarted relay takes its own leases back at once.
-pub const RELAY_INSTANCE_ID: &str = "outbox-test-kit-relay";
 
 /// Configures a [`TestKit`]; built by [`TestKit::builder`].
 #[must_use]
@@ -50,8 +47,18 @@ impl std::fmt::Debug for TestKitBuilder {
     }
 }
 
+impl TestKit {
+    /// A kit for `outbox` on `db` (the tables must exist: [`crate::schema::install`]).
+    /// Give it a clock you drive ([`ManualClock`](super::ManualClock), through
+    /// [`OutboxBuilder::clock`](crate::OutboxBuilder::clock)) to make retries due when the
+    /// test says so.
+    pub fn builder(db: DatabaseConnection, outbox: Outbox) -> TestKitBuilder {
+        TestKitBuilder::new(db, outbox)
+    }
+}
+
 impl TestKitBuilder {
-    pub(super) fn new(db: DatabaseConnection, outbox: Outbox) -> Self {
+    fn new(db: DatabaseConnection, outbox: Outbox) -> Self {
         Self {
             db,
             outbox,
@@ -84,8 +91,9 @@ impl TestKitBuilder {
     }
 
     /// Settings of the relay: `configure` receives its builder, on which the kit already
-    /// set the instance id [`RELAY_INSTANCE_ID`] (keep one that is stable: the relay
-    /// restarted after a crash must get its leases back). It runs again at every restart.
+    /// set the instance id [`RELAY_INSTANCE_ID`](super::RELAY_INSTANCE_ID) (keep one that
+    /// is stable: the relay restarted after a crash must get its leases back). It runs
+    /// again at every restart.
     pub fn relay(
         mut self,
         configure: impl Fn(RelayBuilder<InProcessBroker>) -> RelayBuilder<InProcessBroker>

@@ -103,8 +103,7 @@ impl TestKit {
                     }
                     Step::Crashed => {
                         report.deliveries += 1;
-                        report.crashes += 1;
-                        self.consumers[index].restart(&self.db, &self.outbox)?;
+                        self.consumer_crashed(index, report)?;
                     }
                 }
             }
@@ -128,11 +127,7 @@ impl TestKit {
         let parked = consumer.consumer.redeliver_parked();
         let parked = match play(&consumer.crash_point, step, "a parked redelivery", parked).await? {
             Step::Done(parked) => parked.map_err(redelivery_failed)?,
-            Step::Crashed => {
-                report.crashes += 1;
-                self.consumers[index].restart(&self.db, &self.outbox)?;
-                return Ok(true);
-            }
+            Step::Crashed => return self.consumer_crashed(index, report),
         };
         report.parked(&parked);
         let requeued = consumer.consumer.redeliver_requeued(REQUEUED_PER_ROUND);
@@ -145,15 +140,22 @@ impl TestKit {
         .await?
         {
             Step::Done(requeued) => requeued.map_err(redelivery_failed)?,
-            Step::Crashed => {
-                report.crashes += 1;
-                self.consumers[index].restart(&self.db, &self.outbox)?;
-                return Ok(true);
-            }
+            Step::Crashed => return self.consumer_crashed(index, report),
         };
         report.requeued(&requeued);
         Ok(parked.applied + parked.retried + parked.dead_lettered > 0
             || requeued.resolved + requeued.failed > 0)
+    }
+
+    /// Consumer `index`'s process died: count it and start it again.
+    fn consumer_crashed(
+        &mut self,
+        index: usize,
+        report: &mut DrainReport,
+    ) -> Result<bool, TestKitError> {
+        report.crashes += 1;
+        self.consumers[index].restart(&self.db, &self.outbox)?;
+        Ok(true)
     }
 }
 

@@ -8,12 +8,15 @@ use outbox_core::in_process::{AfterPublish, InProcessBroker};
 use outbox_core::{Envelope, IntegrationEvent};
 use sea_orm::DatabaseConnection;
 
-use super::builder::{RELAY_INSTANCE_ID, TestKitBuilder};
 use super::{Crash, TestKitError};
 use crate::config::Outbox;
 use crate::inbox::crash_point::CrashPoint;
 use crate::inbox::{Consumer, ConsumerBuilder};
 use crate::relay::{Relay, RelayBuilder};
+
+/// The relay's instance id in the kit: stable across the restarts after a crash, so that
+/// the restarted relay takes its own leases back at once.
+pub const RELAY_INSTANCE_ID: &str = "outbox-test-kit-relay";
 
 /// How the kit configures its relay, at start and at every restart.
 pub(super) type ConfigureRelay =
@@ -62,7 +65,7 @@ impl KitConsumer {
     }
 }
 
-/// What [`TestKitBuilder::build`] hands over.
+/// What [`TestKitBuilder::build`](super::TestKitBuilder::build) hands over.
 pub(super) struct Parts {
     pub(super) db: DatabaseConnection,
     pub(super) outbox: Outbox,
@@ -101,14 +104,6 @@ impl std::fmt::Debug for TestKit {
 }
 
 impl TestKit {
-    /// A kit for `outbox` on `db` (the tables must exist: [`crate::schema::install`]).
-    /// Give it a clock you drive ([`ManualClock`](super::ManualClock), through
-    /// [`OutboxBuilder::clock`](crate::OutboxBuilder::clock)) to make retries due when the
-    /// test says so.
-    pub fn builder(db: DatabaseConnection, outbox: Outbox) -> TestKitBuilder {
-        TestKitBuilder::new(db, outbox)
-    }
-
     pub(super) fn start(parts: Parts) -> Result<Self, TestKitError> {
         let relay = build_relay(&parts.db, &parts.outbox, &parts.broker, &parts.relay)?;
         Ok(Self {

@@ -104,9 +104,9 @@ mod error;
 mod kit;
 mod report;
 
-pub use builder::{DEFAULT_MAX_ROUNDS, DEFAULT_STEP_TIMEOUT, RELAY_INSTANCE_ID, TestKitBuilder};
+pub use builder::{DEFAULT_MAX_ROUNDS, DEFAULT_STEP_TIMEOUT, TestKitBuilder};
 pub use crash::Crash;
 pub use error::TestKitError;
-pub use kit::TestKit;
+pub use kit::{RELAY_INSTANCE_ID, TestKit};
 pub use outbox_core::clock::ManualClock;
 pub use report::DrainReport;
