@@ -1,6 +1,9 @@
-//! The soak's own NATS server: `nats-server` with JetStream on a free loopback port and a
-//! store folder of the soak's, so that it can be killed and restarted without touching the
-//! machine's shared server.
+//! The soak's own broker server — `nats-server` with JetStream, or `redis-server` with an
+//! append-only file synced on every write — on a free loopback port and a store folder of
+//! the soak's, so that it can be killed and restarted without touching the machine's shared
+//! server. Both keep what they acknowledged across a `SIGKILL`: JetStream's store files,
+//! Redis's AOF with `appendfsync always` (the reply to `XADD` or `XACK` leaves after the
+//! fsync).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -9,10 +12,12 @@ use std::time::{Duration, Instant};
 use tokio::process::{Child, Command};
 
 use crate::SoakError;
+use crate::plan::Broker;
 
-/// A running (or killed) NATS server of the soak.
+/// A running (or killed) broker server of the soak.
 #[derive(Debug)]
-pub struct NatsServer {
+pub struct BrokerServer {
+    broker: Broker,
     binary: PathBuf,
     port: u16,
     store: PathBuf,
@@ -20,22 +25,26 @@ pub struct NatsServer {
     child: Option<Child>,
 }
 
-impl NatsServer {
-    /// Starts `binary` on a free loopback port, storing under `dir`; returns once it
-    /// accepts connections.
+impl BrokerServer {
+    /// Starts `broker`'s server `binary` on a free loopback port, storing under `dir`;
+    /// returns once it accepts connections.
     ///
     /// # Errors
     /// When the server cannot be started or does not listen within 10 s.
-    pub async fn start(binary: &Path, dir: &Path) -> Result<Self, SoakError> {
+    pub async fn start(broker: Broker, binary: &Path, dir: &Path) -> Result<Self, SoakError> {
         let port = {
             let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
             listener.local_addr()?.port()
         };
+        let name = broker.name();
+        let store = dir.join(format!("{name}-store"));
+        std::fs::create_dir_all(&store)?;
         let mut server = Self {
+            broker,
             binary: binary.to_owned(),
             port,
-            store: dir.join("nats-store"),
-            log: dir.join("nats-server.log"),
+            store,
+            log: dir.join(format!("{name}-server.log")),
             child: None,
         };
         server.spawn().await?;
@@ -44,10 +53,13 @@ impl NatsServer {
 
     /// The URL clients connect to.
     pub fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
+        match self.broker {
+            Broker::Nats => format!("nats://127.0.0.1:{}", self.port),
+            Broker::Redis => format!("redis://127.0.0.1:{}", self.port),
+        }
     }
 
-    /// Kills the server (`SIGKILL`: what JetStream acknowledged is in its store files).
+    /// Kills the server (`SIGKILL`).
     ///
     /// # Errors
     /// When the process cannot be signalled.
@@ -75,21 +87,42 @@ impl NatsServer {
             .is_some_and(|child| matches!(child.try_wait(), Ok(None)))
     }
 
+    /// The server's command line.
+    fn command(&self) -> Command {
+        let mut command = Command::new(&self.binary);
+        let port = self.port.to_string();
+        match self.broker {
+            Broker::Nats => {
+                command
+                    .args(["-a", "127.0.0.1", "-p", &port, "-js", "-sd"])
+                    .arg(&self.store);
+            }
+            Broker::Redis => {
+                command
+                    .args(["--bind", "127.0.0.1", "--port", &port, "--dir"])
+                    .arg(&self.store)
+                    .args([
+                        "--appendonly",
+                        "yes",
+                        "--appendfsync",
+                        "always",
+                        "--save",
+                        "",
+                        "--daemonize",
+                        "no",
+                    ]);
+            }
+        }
+        command
+    }
+
     async fn spawn(&mut self) -> Result<(), SoakError> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.log)?;
-        let child = Command::new(&self.binary)
-            .args([
-                "-a",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-js",
-                "-sd",
-            ])
-            .arg(&self.store)
+        let child = self
+            .command()
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -97,8 +130,9 @@ impl NatsServer {
             .spawn()
             .map_err(|error| {
                 SoakError::Setup(format!(
-                    "cannot start {} (--nats-server): {error}",
-                    self.binary.display()
+                    "cannot start {} (--{}-server): {error}",
+                    self.binary.display(),
+                    self.broker.name()
                 ))
             })?;
         self.child = Some(child);
@@ -109,7 +143,8 @@ impl NatsServer {
         {
             if Instant::now() >= deadline {
                 return Err(SoakError::Setup(format!(
-                    "nats-server does not listen on {} (see {})",
+                    "{} does not listen on {} (see {})",
+                    self.binary.display(),
                     self.port,
                     self.log.display()
                 )));

@@ -1,5 +1,5 @@
 //! The killer: while the chaos lasts, every 1–3 s a random relay or consumer is killed
-//! (`SIGKILL`) and started again; every 8–15 s the producer is; every 10–20 s the NATS
+//! (`SIGKILL`) and started again; every 8–15 s the producer is; every 10–20 s the broker
 //! server is killed and, 1–2 s later, started again; every 3–6 s PostgreSQL terminates the
 //! relays' backends. The schedule comes from a seeded generator (`--seed`).
 
@@ -9,14 +9,14 @@ use sea_orm::{ConnectionTrait as _, DatabaseConnection, DbBackend, Statement};
 use serde::Serialize;
 
 use crate::SoakError;
-use crate::broker::NatsServer;
+use crate::broker::BrokerServer;
 use crate::process::{Kind, Processes};
 use crate::relay::APPLICATION_NAME_PREFIX;
 
 /// Which faults the killer brings (the process kills and backend terminations always).
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Faults {
-    /// Whether the NATS server is killed and restarted.
+    /// Whether the broker server is killed and restarted.
     pub broker_restarts: bool,
 }
 
@@ -29,7 +29,7 @@ pub struct ChaosCounts {
     pub consumer_kills: u64,
     /// Producer kills.
     pub producer_kills: u64,
-    /// NATS server kills, each followed by a restart.
+    /// Broker server kills, each followed by a restart.
     pub broker_restarts: u64,
     /// Relay backends PostgreSQL terminated.
     pub backend_terminations: u64,
@@ -76,7 +76,7 @@ pub async fn run(
     seed: u64,
     faults: Faults,
     processes: &mut Processes,
-    broker: &mut NatsServer,
+    broker: &mut BrokerServer,
     admin: &DatabaseConnection,
     database: &str,
 ) -> Result<ChaosCounts, SoakError> {

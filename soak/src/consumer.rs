@@ -1,10 +1,12 @@
-//! The consumer role: a NATS durable consumer of one share's subjects feeding the inbox on
-//! MariaDB, whose `#[inbox_handler]` records each effect in `soak_effects` (in the order
+//! The consumer role: a consumer of one share's messages (NATS: a durable consumer of the
+//! share's subjects; Redis: the consumer group `soak` on the share's stream, under a
+//! consumer name that survives restarts) feeding the inbox on MariaDB, whose `#[inbox_handler]` records each effect in `soak_effects` (in the order
 //! it committed them: the verifier reads that order back). It runs until it is killed.
 
 use std::time::Duration;
 
 use outbox_brokers::nats::{self, NatsConsumerRunner};
+use outbox_brokers::redis::{self as redis_streams, RedisConsumerRunner};
 use outbox_core::Envelope;
 use outbox_core::policy::Backoff;
 use outbox_seaorm::inbox::Consumer;
@@ -15,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::SoakError;
 use crate::contract::CustomerOrderedV1;
 use crate::databases::connect;
-use crate::plan::{CONSUMER, Plan};
+use crate::plan::{Broker, CONSUMER, Plan};
 
 /// Applies an order: one effect row, in the inbox's transaction.
 #[inbox_handler(consumer = "soak.orders")]
@@ -37,7 +39,7 @@ async fn apply_order(
     Ok(())
 }
 
-/// The durable consumer of `share`.
+/// The durable consumer (NATS) or consumer name (Redis) of `share`.
 pub fn durable(share: u32) -> String {
     format!("soak-share-{share}")
 }
@@ -58,7 +60,31 @@ pub async fn run(plan: &Plan, share: u32) -> Result<(), SoakError> {
         )
         .build()
         .map_err(|error| SoakError::Setup(error.to_string()))?;
-    let client = nats::connect(&plan.nats_url)
+    if plan.broker == Broker::Redis {
+        let client = redis_streams::open(&plan.broker_url)
+            .map_err(|error| SoakError::Broker(error.to_string()))?;
+        let runner = RedisConsumerRunner::builder(client, consumer, plan.share_stream(share))
+            .group("soak")
+            .consumer_name(durable(share))
+            .block(Duration::from_millis(500))
+            .redelivery_backoff(
+                Backoff::new()
+                    .with_min_delay(Duration::from_millis(200))
+                    .with_max_delay(Duration::from_secs(1)),
+            )
+            .retry_backoff(
+                Backoff::new()
+                    .with_min_delay(Duration::from_millis(100))
+                    .with_max_delay(Duration::from_secs(1)),
+            )
+            .build()
+            .map_err(|error| SoakError::Broker(error.to_string()))?;
+        let report = runner.run(CancellationToken::new()).await;
+        return Err(SoakError::Broker(format!(
+            "the runner of share {share} stopped: {report:?}"
+        )));
+    }
+    let client = nats::connect(&plan.broker_url)
         .await
         .map_err(|error| SoakError::Broker(error.to_string()))?;
     let runner = NatsConsumerRunner::builder(client, consumer, &plan.stream)

@@ -2,12 +2,12 @@
 //! RELIABILITY.md).
 //!
 //! `outbox-soak run` is the conductor: it makes a PostgreSQL database (the producer's), a
-//! MariaDB database (the consumers'), a NATS server of its own on a free loopback port, and
+//! MariaDB database (the consumers'), a broker server of its own (NATS JetStream or Redis) on a free loopback port, and
 //! starts this same binary as separate processes in the other roles — one producer placing
 //! orders through units of work, three relays, two consumers each applying its share of the
 //! aggregates through an `#[inbox_handler]`. While the chaos lasts it kills a random relay
 //! or consumer (`SIGKILL`) every 1–3 s and restarts it, now and then kills the producer
-//! too, kills and restarts the NATS server, and terminates the relays' PostgreSQL backends.
+//! too, kills and restarts the broker server, and terminates the relays' PostgreSQL backends.
 //! Then it waits (bounded) until the system is quiet and checks every effect: none missing,
 //! none twice, each aggregate's in order. It exits with 1 when any count is not zero.
 

@@ -2,6 +2,7 @@
 //! names of the soak's own stream, subjects, tables and consumer, and the workload. The
 //! conductor writes it; the child roles read it from `OUTBOX_SOAK_PLAN` (JSON).
 
+use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 
 use crate::SoakError;
@@ -12,6 +13,25 @@ pub const PLAN_VARIABLE: &str = "OUTBOX_SOAK_PLAN";
 /// The inbox consumer name of both consumer processes (shares of one logical consumer).
 pub const CONSUMER: &str = "soak.orders";
 
+/// The broker the relays publish to and the consumers read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+pub enum Broker {
+    /// NATS JetStream: one stream, a subject per share, a durable consumer per share.
+    Nats,
+    /// Redis Streams: a stream per share, one consumer group, a consumer name per share.
+    Redis,
+}
+
+impl Broker {
+    /// The broker's name in reports and file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Nats => "nats",
+            Self::Redis => "redis",
+        }
+    }
+}
+
 /// One soak's shared facts.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
@@ -19,11 +39,13 @@ pub struct Plan {
     pub postgres_url: String,
     /// The consumers' database (MariaDB).
     pub mariadb_url: String,
-    /// The soak's own NATS server.
-    pub nats_url: String,
-    /// The JetStream stream, capturing `<subject_prefix>.>`.
+    /// The broker.
+    pub broker: Broker,
+    /// The soak's own broker server.
+    pub broker_url: String,
+    /// The JetStream stream, capturing `<subject_prefix>.>` (NATS).
     pub stream: String,
-    /// The first token of every subject.
+    /// The first token of every subject (NATS) and stream key (Redis).
     pub subject_prefix: String,
     /// Customers (the aggregates) the producer spreads orders over.
     pub customers: u32,
@@ -61,9 +83,14 @@ impl Plan {
         outbox_seaorm::partition::partition_of(customer, partitions) % self.shares.max(1)
     }
 
-    /// The subjects of one share: `<prefix>.s<share>.<event type>`.
+    /// The subjects of one share: `<prefix>.s<share>.<event type>` (NATS).
     pub fn share_filter(&self, share: u32) -> String {
         format!("{}.s{share}.>", self.subject_prefix)
+    }
+
+    /// The stream of one share: `<prefix>:s<share>` (Redis).
+    pub fn share_stream(&self, share: u32) -> String {
+        format!("{}:s{share}", self.subject_prefix)
     }
 }
 

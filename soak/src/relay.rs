@@ -1,20 +1,23 @@
-//! The relay role: one polling relay publishing the outbox to the soak's NATS server, each
-//! message on its share's subject (`<prefix>.s<share>.<event type>`). It runs until it is
+//! The relay role: one polling relay publishing the outbox to the soak's broker, each
+//! message on its share's subject (NATS: `<prefix>.s<share>.<event type>`) or stream (Redis:
+//! `<prefix>:s<share>`). It runs until it is
 //! killed; its PostgreSQL connections carry `application_name=soak-relay-<n>`, which is how
 //! the conductor finds the backends it terminates.
 
 use std::time::Duration;
 
 use outbox_brokers::nats::{self, NatsPublisher};
+use outbox_brokers::redis::{self as redis_streams, RedisPublisher};
 use outbox_brokers::route::Route;
 use outbox_core::policy::Backoff;
+use outbox_core::publish::Publisher;
 use outbox_seaorm::Outbox;
 use outbox_seaorm::relay::Relay;
 use tokio_util::sync::CancellationToken;
 
 use crate::SoakError;
 use crate::databases::connect;
-use crate::plan::Plan;
+use crate::plan::{Broker, Plan};
 
 /// The start of every relay's `application_name` (the conductor matches it).
 pub const APPLICATION_NAME_PREFIX: &str = "soak-relay-";
@@ -36,25 +39,46 @@ pub async fn run(plan: &Plan, instance: u32) -> Result<(), SoakError> {
     );
     let db = connect(&url, 3).await?;
     let outbox = Outbox::default();
-    let client = nats::connect(&plan.nats_url)
-        .await
-        .map_err(|error| SoakError::Broker(error.to_string()))?;
     let partitions = outbox.partitions();
-    let route = {
+    let share = {
         let plan = plan.clone();
-        Route::custom(move |envelope| {
-            format!(
-                "{}.s{}.{}",
-                plan.subject_prefix,
-                plan.share_of(&envelope.aggregate_id, partitions),
-                envelope.event_type
-            )
-        })
+        move |envelope: &outbox_core::Envelope| plan.share_of(&envelope.aggregate_id, partitions)
     };
-    let publisher = NatsPublisher::builder(client)
-        .route(route)
-        .ack_timeout(Duration::from_secs(1))
-        .build();
+    match plan.broker {
+        Broker::Nats => {
+            let client = nats::connect(&plan.broker_url)
+                .await
+                .map_err(|error| SoakError::Broker(error.to_string()))?;
+            let prefix = plan.subject_prefix.clone();
+            let route = Route::custom(move |envelope| {
+                format!("{prefix}.s{}.{}", share(envelope), envelope.event_type)
+            });
+            let publisher = NatsPublisher::builder(client)
+                .route(route)
+                .ack_timeout(Duration::from_secs(1))
+                .build();
+            relay(db, outbox, publisher, instance).await
+        }
+        Broker::Redis => {
+            let client = redis_streams::open(&plan.broker_url)
+                .map_err(|error| SoakError::Broker(error.to_string()))?;
+            let connection = redis_streams::connection(&client)
+                .map_err(|error| SoakError::Broker(error.to_string()))?;
+            let plan = plan.clone();
+            let route = Route::custom(move |envelope| plan.share_stream(share(envelope)));
+            let publisher = RedisPublisher::builder(connection).route(route).build();
+            relay(db, outbox, publisher, instance).await
+        }
+    }
+}
+
+/// Runs the relay of `instance` over `publisher` until it stops.
+async fn relay<P: Publisher + 'static>(
+    db: sea_orm::DatabaseConnection,
+    outbox: Outbox,
+    publisher: P,
+    instance: u32,
+) -> Result<(), SoakError> {
     let relay = Relay::builder(db, outbox, publisher)
         .instance_id(format!("relay-{instance}"))
         .poll_interval(Duration::from_millis(50))
