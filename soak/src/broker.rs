@@ -1,9 +1,10 @@
-//! The soak's own broker server — `nats-server` with JetStream, or `redis-server` with an
-//! append-only file synced on every write — on a free loopback port and a store folder of
-//! the soak's, so that it can be killed and restarted without touching the machine's shared
-//! server. Both keep what they acknowledged across a `SIGKILL`: JetStream's store files,
-//! Redis's AOF with `appendfsync always` (the reply to `XADD` or `XACK` leaves after the
-//! fsync).
+//! The soak's own broker server — `nats-server` with JetStream, `redis-server` with an
+//! append-only file synced on every write, or a RabbitMQ node of its own — on a free
+//! loopback port and a store folder of the soak's, so that it can be killed and restarted
+//! without touching the machine's shared server. Each keeps what it acknowledged across a
+//! `SIGKILL`: JetStream's store files, Redis's AOF with `appendfsync always` (the reply to
+//! `XADD` or `XACK` leaves after the fsync), RabbitMQ's message store (a confirm of a
+//! persistent message to a durable queue leaves once it is on disk).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -20,6 +21,8 @@ pub struct BrokerServer {
     broker: Broker,
     binary: PathBuf,
     port: u16,
+    /// RabbitMQ's Erlang distribution port.
+    distribution_port: u16,
     store: PathBuf,
     log: PathBuf,
     child: Option<Child>,
@@ -30,12 +33,11 @@ impl BrokerServer {
     /// returns once it accepts connections.
     ///
     /// # Errors
-    /// When the server cannot be started or does not listen within 10 s.
+    /// When the server cannot be started or does not listen in time (10 s; a RabbitMQ
+    /// node 90 s).
     pub async fn start(broker: Broker, binary: &Path, dir: &Path) -> Result<Self, SoakError> {
-        let port = {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-            listener.local_addr()?.port()
-        };
+        let port = free_port()?;
+        let distribution_port = free_port()?;
         let name = broker.name();
         let store = dir.join(format!("{name}-store"));
         std::fs::create_dir_all(&store)?;
@@ -43,6 +45,7 @@ impl BrokerServer {
             broker,
             binary: binary.to_owned(),
             port,
+            distribution_port,
             store,
             log: dir.join(format!("{name}-server.log")),
             child: None,
@@ -56,6 +59,7 @@ impl BrokerServer {
         match self.broker {
             Broker::Nats => format!("nats://127.0.0.1:{}", self.port),
             Broker::Redis => format!("redis://127.0.0.1:{}", self.port),
+            Broker::Rabbitmq => format!("amqp://guest:guest@127.0.0.1:{}/%2f", self.port),
         }
     }
 
@@ -112,6 +116,25 @@ impl BrokerServer {
                         "no",
                     ]);
             }
+            Broker::Rabbitmq => {
+                // A node of its own: its name, ports and folders; neither the machine's
+                // configuration (its listener is the shared node's port) nor its plugins.
+                // `RUNNING_UNDER_SYSTEMD` makes the script `exec` the VM instead of waiting
+                // on it, so the child is the node itself.
+                let none = self.store.join("none");
+                command
+                    .env("RUNNING_UNDER_SYSTEMD", "true")
+                    .env("RABBITMQ_NODENAME", format!("soak{}@localhost", self.port))
+                    .env("RABBITMQ_NODE_IP_ADDRESS", "127.0.0.1")
+                    .env("RABBITMQ_NODE_PORT", &port)
+                    .env("RABBITMQ_DIST_PORT", self.distribution_port.to_string())
+                    .env("RABBITMQ_MNESIA_BASE", self.store.join("mnesia"))
+                    .env("RABBITMQ_LOG_BASE", self.store.join("log"))
+                    .env("RABBITMQ_PID_FILE", self.store.join("pid"))
+                    .env("RABBITMQ_CONFIG_FILE", &none)
+                    .env("RABBITMQ_CONF_ENV_FILE", &none)
+                    .env("RABBITMQ_ENABLED_PLUGINS_FILE", self.store.join("plugins"));
+            }
         }
         command
     }
@@ -136,7 +159,12 @@ impl BrokerServer {
                 ))
             })?;
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
+        // A RabbitMQ node takes 5–20 s to boot on two busy cores.
+        let boot = match self.broker {
+            Broker::Rabbitmq => Duration::from_secs(90),
+            Broker::Nats | Broker::Redis => Duration::from_secs(10),
+        };
+        let deadline = Instant::now() + boot;
         while tokio::net::TcpStream::connect(("127.0.0.1", self.port))
             .await
             .is_err()
@@ -153,4 +181,10 @@ impl BrokerServer {
         }
         Ok(())
     }
+}
+
+/// A loopback port nobody listens on now.
+fn free_port() -> Result<u16, SoakError> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
 }

@@ -33,8 +33,7 @@ pub enum RelayMethod {
 /// `outbox-soak run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The broker (a server of the soak's own; RabbitMQ and Kafka: not yet, see
-    /// RELIABILITY.md).
+    /// The broker (a server of the soak's own; Kafka: not yet, see RELIABILITY.md).
     #[arg(long, value_enum, default_value_t = Broker::Nats)]
     broker: Broker,
     /// How the relays read the outbox.
@@ -76,6 +75,10 @@ pub struct RunArgs {
     /// The `redis-server` binary (`--broker redis`).
     #[arg(long, default_value = "/usr/bin/redis-server")]
     redis_server: PathBuf,
+    /// The `rabbitmq-server` script (`--broker rabbitmq`): the one that `exec`s the Erlang
+    /// VM, so that a `SIGKILL` reaches the node.
+    #[arg(long, default_value = "/usr/lib/rabbitmq/bin/rabbitmq-server")]
+    rabbitmq_server: PathBuf,
     /// Leave the broker server alone (no kills and restarts of the broker), e.g. to tell a
     /// finding that needs broker restarts from one that does not. The report says so.
     #[arg(long)]
@@ -137,6 +140,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, SoakError> {
     let binary = match args.broker {
         Broker::Nats => &args.nats_server,
         Broker::Redis => &args.redis_server,
+        Broker::Rabbitmq => &args.rabbitmq_server,
     };
     let mut broker = BrokerServer::start(args.broker, binary, &dir).await?;
     databases.create(&outbox).await?;

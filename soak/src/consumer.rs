@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use outbox_brokers::nats::{self, NatsConsumerRunner};
+use outbox_brokers::rabbitmq::RabbitConsumerRunner;
 use outbox_brokers::redis::{self as redis_streams, RedisConsumerRunner};
 use outbox_core::Envelope;
 use outbox_core::policy::Backoff;
@@ -60,6 +61,27 @@ pub async fn run(plan: &Plan, share: u32) -> Result<(), SoakError> {
         )
         .build()
         .map_err(|error| SoakError::Setup(error.to_string()))?;
+    if plan.broker == Broker::Rabbitmq {
+        let runner = RabbitConsumerRunner::builder(
+            plan.broker_url.clone(),
+            plan.subject_prefix.clone(),
+            plan.share_queue(share),
+            consumer,
+        )
+        .bind(format!("{}.#", plan.share_queue(share)))
+        .single_active_consumer(true)
+        .reconnect_delay(Duration::from_millis(200), Duration::from_secs(1))
+        .redelivery_delay(Duration::from_millis(200))
+        .connect_timeout(Duration::from_secs(1))
+        .ack_timeout(Duration::from_secs(2))
+        .connection_name(durable(share))
+        .build()
+        .map_err(|error| SoakError::Broker(error.to_string()))?;
+        let result = runner.run(CancellationToken::new()).await;
+        return Err(SoakError::Broker(format!(
+            "the runner of share {share} stopped: {result:?}"
+        )));
+    }
     if plan.broker == Broker::Redis {
         let client = redis_streams::open(&plan.broker_url)
             .map_err(|error| SoakError::Broker(error.to_string()))?;

@@ -44,7 +44,7 @@ struct Cli {
 enum Role {
     /// Runs a soak: sets everything up, starts the other roles as processes, brings chaos,
     /// waits until quiet, verifies, cleans up.
-    Run(conductor::RunArgs),
+    Run(Box<conductor::RunArgs>),
     /// (started by `run`) Places orders through units of work until killed or done.
     #[command(hide = true)]
     Producer,
@@ -87,7 +87,7 @@ fn main() -> ExitCode {
     };
     let outcome = runtime.block_on(async {
         match cli.role {
-            Role::Run(args) => conductor::run(args).await,
+            Role::Run(args) => conductor::run(*args).await,
             Role::Producer => producer::run(&Plan::from_env()?)
                 .await
                 .map(|()| ExitCode::SUCCESS),

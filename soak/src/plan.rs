@@ -20,6 +20,9 @@ pub enum Broker {
     Nats,
     /// Redis Streams: a stream per share, one consumer group, a consumer name per share.
     Redis,
+    /// RabbitMQ: one topic exchange, a durable queue per share bound to the share's
+    /// routing keys, a single active consumer on it.
+    Rabbitmq,
 }
 
 impl Broker {
@@ -28,6 +31,7 @@ impl Broker {
         match self {
             Self::Nats => "nats",
             Self::Redis => "redis",
+            Self::Rabbitmq => "rabbitmq",
         }
     }
 }
@@ -83,9 +87,21 @@ impl Plan {
         outbox_seaorm::partition::partition_of(customer, partitions) % self.shares.max(1)
     }
 
-    /// The subjects of one share: `<prefix>.s<share>.<event type>` (NATS).
+    /// The subject (NATS) or routing key (RabbitMQ) of a message of `share`:
+    /// `<prefix>.s<share>.<event type>`.
+    pub fn share_subject(&self, share: u32, event_type: &str) -> String {
+        format!("{}.s{share}.{event_type}", self.subject_prefix)
+    }
+
+    /// The subjects of one share: `<prefix>.s<share>.>` (NATS).
     pub fn share_filter(&self, share: u32) -> String {
         format!("{}.s{share}.>", self.subject_prefix)
+    }
+
+    /// The queue of one share, `<prefix>.s<share>`, bound to `<prefix>.s<share>.#` on the
+    /// exchange `<prefix>` (RabbitMQ).
+    pub fn share_queue(&self, share: u32) -> String {
+        format!("{}.s{share}", self.subject_prefix)
     }
 
     /// The stream of one share: `<prefix>:s<share>` (Redis).

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use outbox_brokers::nats::{self, NatsPublisher};
+use outbox_brokers::rabbitmq::RabbitPublisher;
 use outbox_brokers::redis::{self as redis_streams, RedisPublisher};
 use outbox_brokers::route::Route;
 use outbox_core::policy::Backoff;
@@ -49,9 +50,9 @@ pub async fn run(plan: &Plan, instance: u32) -> Result<(), SoakError> {
             let client = nats::connect(&plan.broker_url)
                 .await
                 .map_err(|error| SoakError::Broker(error.to_string()))?;
-            let prefix = plan.subject_prefix.clone();
+            let plan = plan.clone();
             let route = Route::custom(move |envelope| {
-                format!("{prefix}.s{}.{}", share(envelope), envelope.event_type)
+                plan.share_subject(share(envelope), &envelope.event_type)
             });
             let publisher = NatsPublisher::builder(client)
                 .route(route)
@@ -67,6 +68,22 @@ pub async fn run(plan: &Plan, instance: u32) -> Result<(), SoakError> {
             let plan = plan.clone();
             let route = Route::custom(move |envelope| plan.share_stream(share(envelope)));
             let publisher = RedisPublisher::builder(connection).route(route).build();
+            relay(db, outbox, publisher, instance).await
+        }
+        Broker::Rabbitmq => {
+            let exchange = plan.subject_prefix.clone();
+            let plan = plan.clone();
+            let url = plan.broker_url.clone();
+            let route = Route::custom(move |envelope| {
+                plan.share_subject(share(envelope), &envelope.event_type)
+            });
+            let publisher = RabbitPublisher::builder(url, exchange)
+                .route(route)
+                .confirm_timeout(Duration::from_secs(1))
+                .connect_timeout(Duration::from_secs(1))
+                .connection_name(application_name(instance))
+                .build()
+                .map_err(|error| SoakError::Broker(error.to_string()))?;
             relay(db, outbox, publisher, instance).await
         }
     }
