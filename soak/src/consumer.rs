@@ -40,6 +40,20 @@ async fn apply_order(
     Ok(())
 }
 
+/// How long a runner waits before it reads an unsettled message again: 200 ms doubling up
+/// to 1 s (the soak's faults are short).
+fn redelivery_backoff() -> Backoff {
+    Backoff::new()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(1))
+}
+/// How long a runner waits before it reconnects: 100 ms doubling up to 1 s.
+fn retry_backoff() -> Backoff {
+    Backoff::new()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(1))
+}
+
 /// The durable consumer (NATS) or consumer name (Redis) of `share`.
 pub fn durable(share: u32) -> String {
     format!("soak-share-{share}")
@@ -89,16 +103,8 @@ pub async fn run(plan: &Plan, share: u32) -> Result<(), SoakError> {
             .group("soak")
             .consumer_name(durable(share))
             .block(Duration::from_millis(500))
-            .redelivery_backoff(
-                Backoff::new()
-                    .with_min_delay(Duration::from_millis(200))
-                    .with_max_delay(Duration::from_secs(1)),
-            )
-            .retry_backoff(
-                Backoff::new()
-                    .with_min_delay(Duration::from_millis(100))
-                    .with_max_delay(Duration::from_secs(1)),
-            )
+            .redelivery_backoff(redelivery_backoff())
+            .retry_backoff(retry_backoff())
             .build()
             .map_err(|error| SoakError::Broker(error.to_string()))?;
         let report = runner.run(CancellationToken::new()).await;
@@ -114,16 +120,8 @@ pub async fn run(plan: &Plan, share: u32) -> Result<(), SoakError> {
         .filter_subject(plan.share_filter(share))
         .ack_wait(Duration::from_secs(2))
         .fetch_wait(Duration::from_millis(500))
-        .redelivery_backoff(
-            Backoff::new()
-                .with_min_delay(Duration::from_millis(200))
-                .with_max_delay(Duration::from_secs(1)),
-        )
-        .retry_backoff(
-            Backoff::new()
-                .with_min_delay(Duration::from_millis(100))
-                .with_max_delay(Duration::from_secs(1)),
-        )
+        .redelivery_backoff(redelivery_backoff())
+        .retry_backoff(retry_backoff())
         .build()
         .map_err(|error| SoakError::Broker(error.to_string()))?;
     let report = runner.run(CancellationToken::new()).await;

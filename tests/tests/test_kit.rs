@@ -35,6 +35,7 @@ backend_tests!(
     an_armed_crash_that_is_never_reached_fails_the_drain,
     a_manual_clock_holds_retries_until_it_is_advanced,
     handlers_raising_events_forever_are_stopped,
+    a_consumer_service_with_its_own_database_applies_there,
 );
 
 const RESERVE: &str = "tests.kit.reserve-stock";
@@ -455,4 +456,49 @@ async fn handlers_raising_events_forever_are_stopped(db: &TestDb) {
         .map(|e| e.n)
         .collect();
     assert_eq!(echoes, [0, 1, 2, 3, 4]);
+}
+
+async fn a_consumer_service_with_its_own_database_applies_there(db: &TestDb) {
+    let outbox = Outbox::default();
+    setup(db, &outbox).await;
+    let service = TestDb::open(db.backend(), "test_kit::consumer_service")
+        .await
+        .expect("a second database on the same backend");
+    let service_outbox = Outbox::default();
+    setup(&service, &service_outbox).await;
+    let mut kit = TestKit::builder(db.conn().clone(), outbox.clone())
+        .consumer_in(
+            service.conn().clone(),
+            service_outbox.clone(),
+            RESERVE,
+            |c| c,
+        )
+        .build()
+        .unwrap();
+    let orders = place_orders(db, &outbox, 2).await;
+    kit.crash(Crash::after_handler_before_commit(RESERVE))
+        .unwrap();
+
+    let report = kit.drain_until_idle().await.unwrap();
+    eprintln!("  {report:?}");
+    assert_eq!((report.published, report.crashes), (2, 1));
+    for order in &orders {
+        assert_eq!(
+            effects(&service, RESERVE, order).await,
+            1,
+            "applied in the service's database"
+        );
+        assert_eq!(
+            effects(db, RESERVE, order).await,
+            0,
+            "not in the producer's"
+        );
+    }
+    // What the service's handler raised waits in the service's own outbox.
+    assert!(kit.published::<StockReservedV1>().unwrap().is_empty());
+    let pending = outbox_seaorm::record::OutboxRecord::count(service.conn(), &service_outbox)
+        .await
+        .unwrap();
+    assert_eq!(pending, 2);
+    service.close().await;
 }

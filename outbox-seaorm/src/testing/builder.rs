@@ -19,6 +19,14 @@ pub const DEFAULT_MAX_ROUNDS: usize = 100;
 /// round) before [`TestKitError::Timeout`].
 pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// One consumer to run: its name, where it lives (the kit's database when `None`), its
+/// settings.
+struct ConsumerSpec {
+    name: String,
+    home: Option<(DatabaseConnection, Outbox)>,
+    configure: ConfigureConsumer,
+}
+
 /// Configures a [`TestKit`]; built by [`TestKit::builder`].
 #[must_use]
 pub struct TestKitBuilder {
@@ -26,18 +34,14 @@ pub struct TestKitBuilder {
     outbox: Outbox,
     broker: InProcessBroker,
     relay: ConfigureRelay,
-    consumers: Vec<(String, ConfigureConsumer)>,
+    consumers: Vec<ConsumerSpec>,
     max_rounds: usize,
     step_timeout: Duration,
 }
 
 impl std::fmt::Debug for TestKitBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let consumers: Vec<&str> = self
-            .consumers
-            .iter()
-            .map(|(name, _)| name.as_str())
-            .collect();
+        let consumers: Vec<&str> = self.consumers.iter().map(|c| c.name.as_str()).collect();
         f.debug_struct("TestKitBuilder")
             .field("outbox", &self.outbox.outbox_table().to_string())
             .field("consumers", &consumers)
@@ -86,7 +90,30 @@ impl TestKitBuilder {
         name: impl Into<String>,
         configure: impl Fn(ConsumerBuilder) -> ConsumerBuilder + Send + Sync + 'static,
     ) -> Self {
-        self.consumers.push((name.into(), Arc::new(configure)));
+        self.consumers.push(ConsumerSpec {
+            name: name.into(),
+            home: None,
+            configure: Arc::new(configure),
+        });
+        self
+    }
+
+    /// [`consumer_with`](Self::consumer_with) for a consumer service of its own: the
+    /// consumer `name` runs on `db` with `outbox` (its inbox, dead-letter and parked tables
+    /// there), and still receives every message the kit's broker accepted. Events its
+    /// handlers raise stay in `db`'s outbox: the kit's relay publishes the kit's database.
+    pub fn consumer_in(
+        mut self,
+        db: DatabaseConnection,
+        outbox: Outbox,
+        name: impl Into<String>,
+        configure: impl Fn(ConsumerBuilder) -> ConsumerBuilder + Send + Sync + 'static,
+    ) -> Self {
+        self.consumers.push(ConsumerSpec {
+            name: name.into(),
+            home: Some((db, outbox)),
+            configure: Arc::new(configure),
+        });
         self
     }
 
@@ -135,11 +162,14 @@ impl TestKitBuilder {
     pub fn build(self) -> Result<TestKit, TestKitError> {
         let mut names = BTreeSet::new();
         let mut consumers = Vec::with_capacity(self.consumers.len());
-        for (name, configure) in self.consumers {
-            if !names.insert(name.clone()) {
-                return Err(TestKitError::DuplicateConsumer { name });
+        for spec in self.consumers {
+            if !names.insert(spec.name.clone()) {
+                return Err(TestKitError::DuplicateConsumer { name: spec.name });
             }
-            consumers.push(KitConsumer::start(&self.db, &self.outbox, name, configure)?);
+            let (db, outbox) = spec
+                .home
+                .unwrap_or_else(|| (self.db.clone(), self.outbox.clone()));
+            consumers.push(KitConsumer::start(db, outbox, spec.name, spec.configure)?);
         }
         TestKit::start(super::kit::Parts {
             db: self.db,

@@ -154,7 +154,7 @@ impl TestKit {
         report: &mut DrainReport,
     ) -> Result<bool, TestKitError> {
         report.crashes += 1;
-        self.consumers[index].restart(&self.db, &self.outbox)?;
+        self.consumers[index].restart()?;
         Ok(true)
     }
 }

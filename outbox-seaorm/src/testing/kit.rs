@@ -28,6 +28,9 @@ pub(super) type ConfigureConsumer = Arc<dyn Fn(ConsumerBuilder) -> ConsumerBuild
 /// and its place in the broker's log.
 pub(super) struct KitConsumer {
     pub(super) name: String,
+    /// The consumer's database and outbox (the kit's, or a consumer service's own).
+    db: DatabaseConnection,
+    outbox: Outbox,
     configure: ConfigureConsumer,
     pub(super) consumer: Consumer,
     /// Broker messages delivered and settled (acknowledged) so far.
@@ -37,14 +40,16 @@ pub(super) struct KitConsumer {
 
 impl KitConsumer {
     pub(super) fn start(
-        db: &DatabaseConnection,
-        outbox: &Outbox,
+        db: DatabaseConnection,
+        outbox: Outbox,
         name: String,
         configure: ConfigureConsumer,
     ) -> Result<Self, TestKitError> {
         let consumer = configure(Consumer::builder(db.clone(), outbox.clone(), &name)).build()?;
         Ok(Self {
             name,
+            db,
+            outbox,
             configure,
             consumer,
             acknowledged: 0,
@@ -54,13 +59,9 @@ impl KitConsumer {
 
     /// The process starts again: a new [`Consumer`] (nothing kept in memory), the same
     /// place in the broker's log (what was not acknowledged is delivered again).
-    pub(super) fn restart(
-        &mut self,
-        db: &DatabaseConnection,
-        outbox: &Outbox,
-    ) -> Result<(), TestKitError> {
-        self.consumer =
-            (self.configure)(Consumer::builder(db.clone(), outbox.clone(), &self.name)).build()?;
+    pub(super) fn restart(&mut self) -> Result<(), TestKitError> {
+        let builder = Consumer::builder(self.db.clone(), self.outbox.clone(), &self.name);
+        self.consumer = (self.configure)(builder).build()?;
         Ok(())
     }
 }
