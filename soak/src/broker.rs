@@ -1,10 +1,12 @@
 //! The soak's own broker server — `nats-server` with JetStream, `redis-server` with an
-//! append-only file synced on every write, or a RabbitMQ node of its own — on a free
-//! loopback port and a store folder of the soak's, so that it can be killed and restarted
-//! without touching the machine's shared server. Each keeps what it acknowledged across a
+//! append-only file synced on every write, a RabbitMQ node of its own, or a tansu broker
+//! (Kafka's wire protocol) storing in an SQLite file — on a free loopback port and a store
+//! folder of the soak's, so that it can be killed and restarted without touching the
+//! machine's shared server. Each keeps what it acknowledged across a
 //! `SIGKILL`: JetStream's store files, Redis's AOF with `appendfsync always` (the reply to
 //! `XADD` or `XACK` leaves after the fsync), RabbitMQ's message store (a confirm of a
-//! persistent message to a durable queue leaves once it is on disk).
+//! persistent message to a durable queue leaves once it is on disk), tansu's SQLite file in
+//! WAL mode (a produce is answered after its transaction committed).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -60,7 +62,30 @@ impl BrokerServer {
             Broker::Nats => format!("nats://127.0.0.1:{}", self.port),
             Broker::Redis => format!("redis://127.0.0.1:{}", self.port),
             Broker::Rabbitmq => format!("amqp://guest:guest@127.0.0.1:{}/%2f", self.port),
+            Broker::Kafka => format!("127.0.0.1:{}", self.port),
         }
+    }
+
+    /// Creates `topic` with `partitions` partitions (`tansu topic create`; Kafka).
+    ///
+    /// # Errors
+    /// When tansu cannot be run or refuses.
+    pub async fn create_topic(&self, topic: &str, partitions: u32) -> Result<(), SoakError> {
+        let output = Command::new(&self.binary)
+            .args(["topic", "create", topic, "--broker"])
+            .arg(format!("tcp://127.0.0.1:{}", self.port))
+            .args(["--partitions", &partitions.to_string()])
+            .output()
+            .await?;
+        if output.status.success() {
+            return Ok(());
+        }
+        Err(SoakError::Broker(format!(
+            "tansu topic create {topic} failed ({}): {}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )))
     }
 
     /// Kills the server (`SIGKILL`).
@@ -135,6 +160,15 @@ impl BrokerServer {
                     .env("RABBITMQ_CONF_ENV_FILE", &none)
                     .env("RABBITMQ_ENABLED_PLUGINS_FILE", self.store.join("plugins"));
             }
+            Broker::Kafka => {
+                // tansu takes an SQLite URL's path as relative to its working directory.
+                let listener = format!("tcp://127.0.0.1:{port}");
+                command
+                    .current_dir(&self.store)
+                    .args(["broker", "--listener-url", &listener])
+                    .args(["--advertised-listener-url", &listener])
+                    .args(["--storage-engine", "sqlite://tansu.db"]);
+            }
         }
         command
     }
@@ -162,13 +196,16 @@ impl BrokerServer {
         // A RabbitMQ node takes 5–20 s to boot on two busy cores.
         let boot = match self.broker {
             Broker::Rabbitmq => Duration::from_secs(90),
-            Broker::Nats | Broker::Redis => Duration::from_secs(10),
+            Broker::Nats | Broker::Redis | Broker::Kafka => Duration::from_secs(10),
         };
         let deadline = Instant::now() + boot;
         while tokio::net::TcpStream::connect(("127.0.0.1", self.port))
             .await
             .is_err()
         {
+            if !self.is_running() {
+                return Err(SoakError::Setup(self.exited()));
+            }
             if Instant::now() >= deadline {
                 return Err(SoakError::Setup(format!(
                     "{} does not listen on {} (see {})",
@@ -180,6 +217,30 @@ impl BrokerServer {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Ok(())
+    }
+}
+
+impl BrokerServer {
+    /// Why the server exited during its start: the end of its log, and what to do about a
+    /// tansu without SQLite storage.
+    fn exited(&self) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(5)..];
+        let mut message = format!(
+            "{} exited during its start (see {}): {}",
+            self.binary.display(),
+            self.log.display(),
+            tail.join(" | ")
+        );
+        if self.broker == Broker::Kafka && log.contains("FeatureNotEnabled") {
+            message.push_str(
+                "; the soak's tansu stores in an SQLite file: install it with `cargo install \
+                 tansu --version 0.6.0 --locked --force --no-default-features --features \
+                 dynostore,libsql`",
+            );
+        }
+        message
     }
 }
 

@@ -21,6 +21,21 @@ use crate::process::{Kind, Processes};
 use crate::report::Report;
 use crate::verify;
 
+/// The partitions of each share's Kafka topic: more than one, so that the consumers'
+/// order holds per partition, as it does in production.
+const KAFKA_PARTITIONS: u32 = 3;
+
+/// `tansu` on `PATH`, else `~/.cargo/bin/tansu` (where `cargo install` puts it).
+fn default_tansu() -> PathBuf {
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("tansu"))
+            .find(|candidate| candidate.is_file())
+    });
+    let home = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo/bin/tansu"));
+    on_path.or(home).unwrap_or_else(|| PathBuf::from("tansu"))
+}
+
 /// How the relays read the outbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum RelayMethod {
@@ -33,7 +48,7 @@ pub enum RelayMethod {
 /// `outbox-soak run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The broker (a server of the soak's own; Kafka: not yet, see RELIABILITY.md).
+    /// The broker (a server of the soak's own).
     #[arg(long, value_enum, default_value_t = Broker::Nats)]
     broker: Broker,
     /// How the relays read the outbox.
@@ -79,6 +94,10 @@ pub struct RunArgs {
     /// VM, so that a `SIGKILL` reaches the node.
     #[arg(long, default_value = "/usr/lib/rabbitmq/bin/rabbitmq-server")]
     rabbitmq_server: PathBuf,
+    /// The `tansu` binary (`--broker kafka`), built with SQLite storage (its `libsql`
+    /// feature): a broker restart must keep what it acknowledged.
+    #[arg(long, default_value_os_t = default_tansu())]
+    tansu: PathBuf,
     /// Leave the broker server alone (no kills and restarts of the broker), e.g. to tell a
     /// finding that needs broker restarts from one that does not. The report says so.
     #[arg(long)]
@@ -141,6 +160,7 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, SoakError> {
         Broker::Nats => &args.nats_server,
         Broker::Redis => &args.redis_server,
         Broker::Rabbitmq => &args.rabbitmq_server,
+        Broker::Kafka => &args.tansu,
     };
     let mut broker = BrokerServer::start(args.broker, binary, &dir).await?;
     databases.create(&outbox).await?;
@@ -200,6 +220,13 @@ async fn soak(
             .ensure(&client)
             .await
             .map_err(|error| SoakError::Broker(error.to_string()))?;
+    }
+    if plan.broker == Broker::Kafka {
+        for share in 0..plan.shares {
+            broker
+                .create_topic(&plan.share_topic(share), KAFKA_PARTITIONS)
+                .await?;
+        }
     }
 
     let exe = std::env::current_exe()?;

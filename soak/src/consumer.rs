@@ -1,10 +1,14 @@
-//! The consumer role: a consumer of one share's messages (NATS: a durable consumer of the
-//! share's subjects; Redis: the consumer group `soak` on the share's stream, under a
-//! consumer name that survives restarts) feeding the inbox on MariaDB, whose `#[inbox_handler]` records each effect in `soak_effects` (in the order
-//! it committed them: the verifier reads that order back). It runs until it is killed.
+//! The consumer role: a consumer of one share's messages feeding the inbox on MariaDB,
+//! whose `#[inbox_handler]` records each effect in `soak_effects` (in the order it committed
+//! them: the verifier reads that order back). NATS: a durable consumer of the share's
+//! subjects; Redis: the consumer group `soak` on the share's stream, under a consumer name
+//! that survives restarts; RabbitMQ: the share's durable queue with a single active
+//! consumer; Kafka: a consumer group of its own on the share's topic. It runs until it is
+//! killed.
 
 use std::time::Duration;
 
+use outbox_brokers::kafka::KafkaConsumerRunner;
 use outbox_brokers::nats::{self, NatsConsumerRunner};
 use outbox_brokers::rabbitmq::RabbitConsumerRunner;
 use outbox_brokers::redis::{self as redis_streams, RedisConsumerRunner};
@@ -54,7 +58,8 @@ fn retry_backoff() -> Backoff {
         .with_max_delay(Duration::from_secs(1))
 }
 
-/// The durable consumer (NATS) or consumer name (Redis) of `share`.
+/// The durable consumer (NATS), consumer name (Redis), connection name (RabbitMQ) or
+/// consumer group (Kafka) of `share`.
 pub fn durable(share: u32) -> String {
     format!("soak-share-{share}")
 }
@@ -75,57 +80,74 @@ pub async fn run(plan: &Plan, share: u32) -> Result<(), SoakError> {
         )
         .build()
         .map_err(|error| SoakError::Setup(error.to_string()))?;
-    if plan.broker == Broker::Rabbitmq {
-        let runner = RabbitConsumerRunner::builder(
-            plan.broker_url.clone(),
-            plan.subject_prefix.clone(),
-            plan.share_queue(share),
-            consumer,
-        )
-        .bind(format!("{}.#", plan.share_queue(share)))
-        .single_active_consumer(true)
-        .reconnect_delay(Duration::from_millis(200), Duration::from_secs(1))
-        .redelivery_delay(Duration::from_millis(200))
-        .connect_timeout(Duration::from_secs(1))
-        .ack_timeout(Duration::from_secs(2))
-        .connection_name(durable(share))
-        .build()
-        .map_err(|error| SoakError::Broker(error.to_string()))?;
-        let result = runner.run(CancellationToken::new()).await;
-        return Err(SoakError::Broker(format!(
-            "the runner of share {share} stopped: {result:?}"
-        )));
-    }
-    if plan.broker == Broker::Redis {
-        let client = redis_streams::open(&plan.broker_url)
-            .map_err(|error| SoakError::Broker(error.to_string()))?;
-        let runner = RedisConsumerRunner::builder(client, consumer, plan.share_stream(share))
-            .group("soak")
-            .consumer_name(durable(share))
-            .block(Duration::from_millis(500))
-            .redelivery_backoff(redelivery_backoff())
-            .retry_backoff(retry_backoff())
+    let broker = |error: &dyn std::fmt::Display| SoakError::Broker(error.to_string());
+    let shutdown = CancellationToken::new();
+    let stopped = match plan.broker {
+        Broker::Nats => {
+            let client = nats::connect(&plan.broker_url)
+                .await
+                .map_err(|error| broker(&error))?;
+            let runner = NatsConsumerRunner::builder(client, consumer, &plan.stream)
+                .durable_name(durable(share))
+                .filter_subject(plan.share_filter(share))
+                .ack_wait(Duration::from_secs(2))
+                .fetch_wait(Duration::from_millis(500))
+                .redelivery_backoff(redelivery_backoff())
+                .retry_backoff(retry_backoff())
+                .build()
+                .map_err(|error| broker(&error))?;
+            format!("{:?}", runner.run(shutdown).await)
+        }
+        Broker::Redis => {
+            let client = redis_streams::open(&plan.broker_url).map_err(|error| broker(&error))?;
+            let runner = RedisConsumerRunner::builder(client, consumer, plan.share_stream(share))
+                .group("soak")
+                .consumer_name(durable(share))
+                .block(Duration::from_millis(500))
+                .redelivery_backoff(redelivery_backoff())
+                .retry_backoff(retry_backoff())
+                .build()
+                .map_err(|error| broker(&error))?;
+            format!("{:?}", runner.run(shutdown).await)
+        }
+        Broker::Rabbitmq => {
+            let runner = RabbitConsumerRunner::builder(
+                plan.broker_url.clone(),
+                plan.subject_prefix.clone(),
+                plan.share_queue(share),
+                consumer,
+            )
+            .bind(format!("{}.#", plan.share_queue(share)))
+            .single_active_consumer(true)
+            .reconnect_delay(Duration::from_millis(200), Duration::from_secs(1))
+            .redelivery_delay(Duration::from_millis(200))
+            .connect_timeout(Duration::from_secs(1))
+            .ack_timeout(Duration::from_secs(2))
+            .connection_name(durable(share))
             .build()
-            .map_err(|error| SoakError::Broker(error.to_string()))?;
-        let report = runner.run(CancellationToken::new()).await;
-        return Err(SoakError::Broker(format!(
-            "the runner of share {share} stopped: {report:?}"
-        )));
-    }
-    let client = nats::connect(&plan.broker_url)
-        .await
-        .map_err(|error| SoakError::Broker(error.to_string()))?;
-    let runner = NatsConsumerRunner::builder(client, consumer, &plan.stream)
-        .durable_name(durable(share))
-        .filter_subject(plan.share_filter(share))
-        .ack_wait(Duration::from_secs(2))
-        .fetch_wait(Duration::from_millis(500))
-        .redelivery_backoff(redelivery_backoff())
-        .retry_backoff(retry_backoff())
-        .build()
-        .map_err(|error| SoakError::Broker(error.to_string()))?;
-    let report = runner.run(CancellationToken::new()).await;
+            .map_err(|error| broker(&error))?;
+            format!("{:?}", runner.run(shutdown).await)
+        }
+        Broker::Kafka => {
+            // The only member of its group: a restarted runner rejoins at once (a short
+            // session timeout lets the broker forget the killed member quickly).
+            let runner = KafkaConsumerRunner::builder(
+                plan.broker_url.clone(),
+                [plan.share_topic(share)],
+                consumer,
+            )
+            .group_id(durable(share))
+            .set("client.id", durable(share))
+            .commit_interval(Duration::from_millis(200))
+            .redelivery_delay(Duration::from_millis(200))
+            .set("session.timeout.ms", "6000")
+            .set("heartbeat.interval.ms", "500")
+            .build()
+            .map_err(|error| broker(&error))?;
+            format!("{:?}", runner.run(shutdown).await)
+        }
+    };
     Err(SoakError::Broker(format!(
-        "the runner of share {share} stopped: {report:?}"
+        "the runner of share {share} stopped: {stopped}"
     )))
 }

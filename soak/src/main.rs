@@ -2,8 +2,8 @@
 //! RELIABILITY.md).
 //!
 //! `outbox-soak run` is the conductor: it makes a PostgreSQL database (the producer's), a
-//! MariaDB database (the consumers'), a broker server of its own (NATS JetStream or Redis) on a free loopback port, and
-//! starts this same binary as separate processes in the other roles — one producer placing
+//! MariaDB database (the consumers'), a broker server of its own (NATS JetStream, Redis,
+//! RabbitMQ, or tansu for Kafka) on a free loopback port, and starts this same binary as separate processes in the other roles — one producer placing
 //! orders through units of work, three relays, two consumers each applying its share of the
 //! aggregates through an `#[inbox_handler]`. While the chaos lasts it kills a random relay
 //! or consumer (`SIGKILL`) every 1–3 s and restarts it, now and then kills the producer

@@ -23,6 +23,9 @@ pub enum Broker {
     /// RabbitMQ: one topic exchange, a durable queue per share bound to the share's
     /// routing keys, a single active consumer on it.
     Rabbitmq,
+    /// Kafka (a tansu broker storing in PostgreSQL): a topic per share, a consumer group
+    /// per share.
+    Kafka,
 }
 
 impl Broker {
@@ -32,6 +35,7 @@ impl Broker {
             Self::Nats => "nats",
             Self::Redis => "redis",
             Self::Rabbitmq => "rabbitmq",
+            Self::Kafka => "kafka",
         }
     }
 }
@@ -101,6 +105,11 @@ impl Plan {
     /// The queue of one share, `<prefix>.s<share>`, bound to `<prefix>.s<share>.#` on the
     /// exchange `<prefix>` (RabbitMQ).
     pub fn share_queue(&self, share: u32) -> String {
+        format!("{}.s{share}", self.subject_prefix)
+    }
+
+    /// The topic of one share: `<prefix>.s<share>` (Kafka).
+    pub fn share_topic(&self, share: u32) -> String {
         format!("{}.s{share}", self.subject_prefix)
     }
 

@@ -1,11 +1,13 @@
 //! The relay role: one polling relay publishing the outbox to the soak's broker, each
-//! message on its share's subject (NATS: `<prefix>.s<share>.<event type>`) or stream (Redis:
-//! `<prefix>:s<share>`). It runs until it is
-//! killed; its PostgreSQL connections carry `application_name=soak-relay-<n>`, which is how
-//! the conductor finds the backends it terminates.
+//! message on its share's subject (NATS, and RabbitMQ's routing key:
+//! `<prefix>.s<share>.<event type>`), stream (Redis: `<prefix>:s<share>`) or topic (Kafka:
+//! `<prefix>.s<share>`, keyed by the aggregate). It runs until it is killed; its PostgreSQL
+//! connections carry `application_name=soak-relay-<n>`, which is how the conductor finds
+//! the backends it terminates.
 
 use std::time::Duration;
 
+use outbox_brokers::kafka::KafkaPublisher;
 use outbox_brokers::nats::{self, NatsPublisher};
 use outbox_brokers::rabbitmq::RabbitPublisher;
 use outbox_brokers::redis::{self as redis_streams, RedisPublisher};
@@ -82,6 +84,28 @@ pub async fn run(plan: &Plan, instance: u32) -> Result<(), SoakError> {
                 .confirm_timeout(Duration::from_secs(1))
                 .connect_timeout(Duration::from_secs(1))
                 .connection_name(application_name(instance))
+                .build()
+                .map_err(|error| SoakError::Broker(error.to_string()))?;
+            relay(db, outbox, publisher, instance).await
+        }
+        Broker::Kafka => {
+            let plan = plan.clone();
+            let url = plan.broker_url.clone();
+            let route = Route::custom(move |envelope| plan.share_topic(share(envelope)));
+            // One record per record batch: tansu 0.6 answers a fetch from an offset inside
+            // a batch with the batches after it, so a consumer resuming mid-batch would
+            // skip the rest of it (see `outbox_brokers::kafka`).
+            let publisher = KafkaPublisher::builder(url)
+                .route(route)
+                .delivery_timeout(Duration::from_secs(1))
+                .set("batch.num.messages", "1")
+                // tansu 0.6's SQLite storage panics on the idempotent producer's sequence
+                // check (and then answers nothing): the soak's producer is not idempotent.
+                // One request in flight keeps each partition's order across retries; a
+                // retried duplicate is the inbox's to skip.
+                .set("enable.idempotence", "false")
+                .set("max.in.flight.requests.per.connection", "1")
+                .set("client.id", application_name(instance))
                 .build()
                 .map_err(|error| SoakError::Broker(error.to_string()))?;
             relay(db, outbox, publisher, instance).await
