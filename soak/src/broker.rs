@@ -2,11 +2,11 @@
 //! append-only file synced on every write, a RabbitMQ node of its own, or a tansu broker
 //! (Kafka's wire protocol) storing in an SQLite file — on a free loopback port and a store
 //! folder of the soak's, so that it can be killed and restarted without touching the
-//! machine's shared server. Each keeps what it acknowledged across a
-//! `SIGKILL`: JetStream's store files, Redis's AOF with `appendfsync always` (the reply to
-//! `XADD` or `XACK` leaves after the fsync), RabbitMQ's message store (a confirm of a
-//! persistent message to a durable queue leaves once it is on disk), tansu's SQLite file in
-//! WAL mode (a produce is answered after its transaction committed).
+//! machine's shared server. Each keeps what it acknowledged across a `SIGKILL`: JetStream's
+//! store files, Redis's AOF with `appendfsync always` (the reply to `XADD` or `XACK` leaves
+//! after the fsync), RabbitMQ's message store (a confirm of a persistent message to a
+//! durable queue leaves once it is on disk), tansu's SQLite file in WAL mode (a produce is
+//! answered after its transaction committed).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -218,9 +218,7 @@ impl BrokerServer {
         }
         Ok(())
     }
-}
 
-impl BrokerServer {
     /// Why the server exited during its start: the end of its log, and what to do about a
     /// tansu without SQLite storage.
     fn exited(&self) -> String {

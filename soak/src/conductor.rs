@@ -224,7 +224,7 @@ async fn soak(
     if plan.broker == Broker::Kafka {
         for share in 0..plan.shares {
             broker
-                .create_topic(&plan.share_topic(share), KAFKA_PARTITIONS)
+                .create_topic(&plan.share_name(share), KAFKA_PARTITIONS)
                 .await?;
         }
     }

@@ -114,10 +114,10 @@ pub async fn run(plan: &Plan, share: u32) -> Result<(), SoakError> {
             let runner = RabbitConsumerRunner::builder(
                 plan.broker_url.clone(),
                 plan.subject_prefix.clone(),
-                plan.share_queue(share),
+                plan.share_name(share),
                 consumer,
             )
-            .bind(format!("{}.#", plan.share_queue(share)))
+            .bind(format!("{}.#", plan.share_name(share)))
             .single_active_consumer(true)
             .reconnect_delay(Duration::from_millis(200), Duration::from_secs(1))
             .redelivery_delay(Duration::from_millis(200))
@@ -129,11 +129,11 @@ pub async fn run(plan: &Plan, share: u32) -> Result<(), SoakError> {
             format!("{:?}", runner.run(shutdown).await)
         }
         Broker::Kafka => {
-            // The only member of its group: a restarted runner rejoins at once (a short
-            // session timeout lets the broker forget the killed member quickly).
+            // The only member of its group; a short session timeout lets the broker forget
+            // a killed member within seconds.
             let runner = KafkaConsumerRunner::builder(
                 plan.broker_url.clone(),
-                [plan.share_topic(share)],
+                [plan.share_name(share)],
                 consumer,
             )
             .group_id(durable(share))

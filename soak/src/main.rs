@@ -3,9 +3,10 @@
 //!
 //! `outbox-soak run` is the conductor: it makes a PostgreSQL database (the producer's), a
 //! MariaDB database (the consumers'), a broker server of its own (NATS JetStream, Redis,
-//! RabbitMQ, or tansu for Kafka) on a free loopback port, and starts this same binary as separate processes in the other roles — one producer placing
-//! orders through units of work, three relays, two consumers each applying its share of the
-//! aggregates through an `#[inbox_handler]`. While the chaos lasts it kills a random relay
+//! RabbitMQ, or tansu for Kafka) on a free loopback port, and starts this same binary as
+//! separate processes in the other roles — one producer placing orders through units of
+//! work, three relays, two consumers each applying its share of the aggregates through an
+//! `#[inbox_handler]`. While the chaos lasts it kills a random relay
 //! or consumer (`SIGKILL`) every 1–3 s and restarts it, now and then kills the producer
 //! too, kills and restarts the broker server, and terminates the relays' PostgreSQL backends.
 //! Then it waits (bounded) until the system is quiet and checks every effect: none missing,

@@ -23,8 +23,8 @@ pub enum Broker {
     /// RabbitMQ: one topic exchange, a durable queue per share bound to the share's
     /// routing keys, a single active consumer on it.
     Rabbitmq,
-    /// Kafka (a tansu broker storing in PostgreSQL): a topic per share, a consumer group
-    /// per share.
+    /// Kafka (a tansu broker storing in an SQLite file): a topic per share, a consumer
+    /// group per share.
     Kafka,
 }
 
@@ -102,14 +102,9 @@ impl Plan {
         format!("{}.s{share}.>", self.subject_prefix)
     }
 
-    /// The queue of one share, `<prefix>.s<share>`, bound to `<prefix>.s<share>.#` on the
-    /// exchange `<prefix>` (RabbitMQ).
-    pub fn share_queue(&self, share: u32) -> String {
-        format!("{}.s{share}", self.subject_prefix)
-    }
-
-    /// The topic of one share: `<prefix>.s<share>` (Kafka).
-    pub fn share_topic(&self, share: u32) -> String {
+    /// The queue (RabbitMQ) or topic (Kafka) of one share: `<prefix>.s<share>`. The
+    /// RabbitMQ queue is bound to `<prefix>.s<share>.#` on the exchange `<prefix>`.
+    pub fn share_name(&self, share: u32) -> String {
         format!("{}.s{share}", self.subject_prefix)
     }
 

@@ -91,7 +91,7 @@ pub async fn run(plan: &Plan, instance: u32) -> Result<(), SoakError> {
         Broker::Kafka => {
             let plan = plan.clone();
             let url = plan.broker_url.clone();
-            let route = Route::custom(move |envelope| plan.share_topic(share(envelope)));
+            let route = Route::custom(move |envelope| plan.share_name(share(envelope)));
             // One record per record batch: tansu 0.6 answers a fetch from an offset inside
             // a batch with the batches after it, so a consumer resuming mid-batch would
             // skip the rest of it (see `outbox_brokers::kafka`).
