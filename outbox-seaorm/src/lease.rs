@@ -27,6 +27,12 @@ pub(crate) fn partition_lease(partition: u32) -> String {
     format!("{PARTITION_PREFIX}{partition}")
 }
 
+/// The lease of partition `p` of consumer `consumer` (in the consumers' lease table,
+/// [`crate::inbox::partitioned`]).
+pub(crate) fn consumer_partition_lease(consumer: &str, partition: u32) -> String {
+    format!("{consumer}/{PARTITION_PREFIX}{partition}")
+}
+
 /// The partition of a partition lease.
 pub(crate) fn lease_partition(name: &str) -> Option<i32> {
     name.strip_prefix(PARTITION_PREFIX)?.parse().ok()

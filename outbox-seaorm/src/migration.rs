@@ -29,6 +29,7 @@
 //!     "m20260501_000002_create_inbox_table__ordering_inbox",
 //!     "m20260601_000001_create_relay_tables__ordering_outbox",
 //!     "m20261201_000001_create_inbox_dead_letters__ordering_inbox",
+//!     "m20261204_000001_create_consumer_leases__ordering_inbox",
 //! ]);
 //! ```
 //!
@@ -220,13 +221,64 @@ impl MigrationTrait for CreateInboxDeadLetters {
     }
 }
 
+/// Creates the partitioned consumers' lease and instance tables, see
+/// [`crate::inbox::partitioned`].
+#[derive(Debug, Clone)]
+pub struct CreateConsumerLeases {
+    outbox: Outbox,
+    name: String,
+}
+
+impl CreateConsumerLeases {
+    /// The migration for `outbox`'s consumer lease tables, named
+    /// `m20261204_000001_create_consumer_leases__<inbox table>`.
+    pub fn new(outbox: &Outbox) -> Self {
+        Self {
+            name: format!(
+                "m20261204_000001_create_consumer_leases__{}",
+                outbox.inbox_table()
+            ),
+            outbox: outbox.clone(),
+        }
+    }
+}
+
+impl MigrationName for CreateConsumerLeases {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for CreateConsumerLeases {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let statements = schema::statements(
+            manager.get_database_backend(),
+            &self.outbox,
+            Tables::ConsumerLeases,
+        )?;
+        schema::execute_all(manager.get_connection(), statements).await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let backend = manager.get_database_backend();
+        let tables = self.outbox.tables();
+        let statements = vec![
+            schema::drop_statement(backend, &tables.consumer_instances),
+            schema::drop_statement(backend, &tables.consumer_leases),
+        ];
+        schema::execute_all(manager.get_connection(), statements).await
+    }
+}
+
 /// Every migration of `outbox`: outbox table, inbox table, relay tables, consumer
-/// dead-letter table.
+/// dead-letter tables, consumer lease tables.
 pub fn migrations(outbox: &Outbox) -> Vec<Box<dyn MigrationTrait>> {
     vec![
         Box::new(CreateOutboxTable::new(outbox)),
         Box::new(CreateInboxTable::new(outbox)),
         Box::new(CreateRelayTables::new(outbox)),
         Box::new(CreateInboxDeadLetters::new(outbox)),
+        Box::new(CreateConsumerLeases::new(outbox)),
     ]
 }

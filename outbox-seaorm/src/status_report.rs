@@ -12,7 +12,7 @@ use outbox_core::policy::{DeadLetterPolicy, Ordering};
 use sea_orm::{DatabaseConnection, DbErr};
 
 use crate::config::Outbox;
-use crate::sql::Store;
+use crate::sql::{Members, Store};
 
 /// The relays' policy, which decides what the report counts as held back.
 #[derive(Debug, Clone, Copy)]
@@ -116,7 +116,7 @@ pub(crate) async fn read(
         .await?;
     let given_up = store.given_up_counts(db).await?;
     let pending_by_worker_key = pending_by_worker_key(db, store, now).await?;
-    let live_relays = store.live_instances(db, now, false).await?;
+    let live_relays = store.live_instances(db, now, Members::All).await?;
     let age = |at: DateTime<Utc>| (now - at).to_std().unwrap_or(Duration::ZERO);
     let oldest_claimable_age = summary.oldest.map(age);
     let labels = vec![metrics::Label::new(

@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 use super::dead_letter::{self, NewDeadLetter, RawMessage, StoredMessage};
 use super::hold::{self, Holds};
 use super::parked::{self, NewParked, ParkedMessage};
+use super::partitioned::Fence;
 use super::{HandlerRegistration, InboxError, InboxOutcome};
 use crate::config::Outbox;
 use crate::retention::{self, Purge};
@@ -71,6 +72,9 @@ struct Inner {
 #[derive(Debug, Clone)]
 pub struct Consumer {
     inner: Arc<Inner>,
+    /// The partition lease this copy applies messages under (a
+    /// [partitioned](super::partitioned) consumer's partition runner); `None`: unfenced.
+    fence: Option<Arc<Fence>>,
 }
 
 /// The result of one attempt, before deciding what to do next.
@@ -78,6 +82,8 @@ enum Attempt {
     Settled(Delivered),
     Failed(String),
     DeadLetter(DeadLetterReason),
+    /// The partition lease was lost: nothing ran, the message is the new owner's.
+    LeaseLost(String),
 }
 
 /// What requeued dead letters became in [`Consumer::redeliver_requeued`].
@@ -96,6 +102,24 @@ impl Consumer {
         &self.inner.name
     }
 
+    /// This consumer applying messages under `fence` only.
+    pub(crate) fn fenced(&self, fence: Fence) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+            fence: Some(Arc::new(fence)),
+        }
+    }
+
+    /// The consumer's database.
+    pub(crate) fn db(&self) -> &DatabaseConnection {
+        &self.inner.db
+    }
+
+    /// The outbox configuration (table names, clock).
+    pub(crate) fn outbox(&self) -> &Outbox {
+        &self.inner.outbox
+    }
+
     /// The event types routed to a handler, sorted.
     pub fn event_types(&self) -> Vec<&'static str> {
         self.inner.routes.keys().copied().collect()
@@ -111,7 +135,10 @@ impl Consumer {
         let Some(route) = inner.routes.get(envelope.event_type.as_str()) else {
             return self.unrouted(envelope);
         };
-        match route.apply(&inner.db, &inner.outbox, envelope).await {
+        match route
+            .apply(&inner.db, &inner.outbox, envelope, self.fence.as_deref())
+            .await
+        {
             Ok(InboxOutcome::Applied) => Attempt::Settled(Delivered::Applied { attempts: 1 }),
             Ok(InboxOutcome::Duplicate) => Attempt::Settled(Delivered::Duplicate),
             Err(InboxError::Decode { source, .. }) => {
@@ -119,6 +146,7 @@ impl Consumer {
                     error: source.to_string(),
                 })
             }
+            Err(InboxError::LeaseLost { lease }) => Attempt::LeaseLost(lease),
             Err(error) => {
                 self.count(metric::HANDLER_FAILURES);
                 tracing::warn!(
@@ -295,7 +323,7 @@ impl Consumer {
                 Attempt::DeadLetter(reason) => {
                     return self.dead_letter_envelope(envelope, key, reason).await;
                 }
-                Attempt::Failed(_) => {}
+                Attempt::Failed(_) | Attempt::LeaseLost(_) => {}
             }
         }
         if let Some(key) = key {
@@ -315,6 +343,12 @@ impl Consumer {
                     return Ok(Delivered::Applied { attempts: attempt });
                 }
                 Attempt::Settled(delivered) => return Ok(delivered),
+                Attempt::LeaseLost(lease) => {
+                    return Err(ConsumerError::LeaseLost {
+                        consumer: inner.name.clone(),
+                        lease,
+                    });
+                }
                 Attempt::DeadLetter(reason) => reason,
                 Attempt::Failed(error) if attempt >= inner.max_attempts => {
                     DeadLetterReason::HandlerFailed {

@@ -64,6 +64,7 @@ pub(crate) mod crash_point;
 pub mod dead_letter;
 mod hold;
 pub mod parked;
+pub mod partitioned;
 mod registration;
 mod row;
 
@@ -184,6 +185,14 @@ pub enum InboxError<E> {
     /// The before-commit hook or `COMMIT` failed; retry.
     #[error(transparent)]
     Commit(#[from] CommitError),
+    /// A [partitioned](partitioned) consumer no longer holds the lease of the message's
+    /// partition: the handler did not run, nothing was committed, the message is the new
+    /// owner's to apply.
+    #[error("partition lease `{lease}` lost: the message is left to its new owner")]
+    LeaseLost {
+        /// The lease.
+        lease: String,
+    },
 }
 
 impl<E> InboxError<E> {
@@ -207,28 +216,39 @@ pub async fn apply<H: InboxHandler>(
     outbox: &Outbox,
     envelope: &Envelope,
 ) -> Result<InboxOutcome, InboxError<H::Error>> {
+    let event = decode_for::<H>(outbox, envelope)?;
+    apply_decoded::<H>(db, outbox, envelope, event, None).await
+}
+
+/// Checks `H`'s consumer name and decodes `envelope` as its contract.
+pub(crate) fn decode_for<H: InboxHandler>(
+    outbox: &Outbox,
+    envelope: &Envelope,
+) -> Result<H::Contract, InboxError<H::Error>> {
     if let Err(reason) = outbox_core::name::check_consumer_name(H::CONSUMER) {
         return Err(InboxError::InvalidConsumer {
             name: H::CONSUMER,
             reason,
         });
     }
-    let event = outbox
+    outbox
         .envelope_config()
         .decode::<H::Contract>(envelope)
         .map_err(|source| InboxError::Decode {
             message_id: envelope.message_id,
             source,
-        })?;
-    apply_decoded::<H>(db, outbox, envelope, event).await
+        })
 }
 
-/// [`apply`] for an already decoded (or upcast) contract.
+/// [`apply`] for an already decoded (or upcast) contract; under `fence` (a partitioned
+/// consumer), the transaction goes on only while the partition lease is held, checked right
+/// after the inbox row is inserted (the lease row stays share-locked until the commit).
 pub(crate) async fn apply_decoded<H: InboxHandler>(
     db: &DatabaseConnection,
     outbox: &Outbox,
     envelope: &Envelope,
     event: H::Contract,
+    fence: Option<&partitioned::Fence>,
 ) -> Result<InboxOutcome, InboxError<H::Error>> {
     use tracing::Instrument as _;
 
@@ -249,6 +269,16 @@ pub(crate) async fn apply_decoded<H: InboxHandler>(
             }
             tracing::debug!("duplicate: already applied");
             return Ok(InboxOutcome::Duplicate);
+        }
+        if let Some(fence) = fence
+            && !fence.check(&uow).await.map_err(InboxError::Database)?
+        {
+            if let Err(error) = uow.rollback().await {
+                tracing::warn!(%error, "rollback after a lost lease failed");
+            }
+            return Err(InboxError::LeaseLost {
+                lease: fence.lease().to_owned(),
+            });
         }
         match H::handle(&uow, event, envelope).await {
             Ok(()) => {

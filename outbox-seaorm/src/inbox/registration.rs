@@ -6,12 +6,14 @@ use std::pin::Pin;
 use outbox_core::{Envelope, IntegrationEvent};
 use sea_orm::DatabaseConnection;
 
-use super::{BoxError, InboxError, InboxHandler, InboxOutcome, apply, apply_decoded};
+use super::partitioned::Fence;
+use super::{BoxError, InboxError, InboxHandler, InboxOutcome, apply_decoded, decode_for};
 use crate::config::Outbox;
 
 type Applied<'a> =
     Pin<Box<dyn Future<Output = Result<InboxOutcome, InboxError<BoxError>>> + Send + 'a>>;
-type ApplyFn = for<'a> fn(&'a DatabaseConnection, &'a Outbox, &'a Envelope) -> Applied<'a>;
+type ApplyFn =
+    for<'a> fn(&'a DatabaseConnection, &'a Outbox, &'a Envelope, Option<&'a Fence>) -> Applied<'a>;
 
 /// One route of a consumer: messages of `event_type` go to `handler`. Submitted by
 /// `#[inbox_handler]` (one per handled event type: the contract, plus each
@@ -36,6 +38,7 @@ impl<E> InboxError<E> {
             Self::Database(error) => InboxError::Database(error),
             Self::Handler(error) => InboxError::Handler(map(error)),
             Self::Commit(error) => InboxError::Commit(error),
+            Self::LeaseLost { lease } => InboxError::LeaseLost { lease },
         }
     }
 }
@@ -44,9 +47,12 @@ fn apply_erased<'a, H: InboxHandler>(
     db: &'a DatabaseConnection,
     outbox: &'a Outbox,
     envelope: &'a Envelope,
+    fence: Option<&'a Fence>,
 ) -> Applied<'a> {
     Box::pin(async move {
-        apply::<H>(db, outbox, envelope)
+        let event =
+            decode_for::<H>(outbox, envelope).map_err(|error| error.map_handler(Into::into))?;
+        apply_decoded::<H>(db, outbox, envelope, event, fence)
             .await
             .map_err(|error| error.map_handler(Into::into))
     })
@@ -56,6 +62,7 @@ fn apply_upcast<'a, H, F>(
     db: &'a DatabaseConnection,
     outbox: &'a Outbox,
     envelope: &'a Envelope,
+    fence: Option<&'a Fence>,
 ) -> Applied<'a>
 where
     H: InboxHandler,
@@ -70,7 +77,7 @@ where
                 message_id: envelope.message_id,
                 source,
             })?;
-        apply_decoded::<H>(db, outbox, envelope, H::Contract::from(old))
+        apply_decoded::<H>(db, outbox, envelope, H::Contract::from(old), fence)
             .await
             .map_err(|error| error.map_handler(Into::into))
     })
@@ -136,12 +143,15 @@ impl HandlerRegistration {
         self.event_type != self.contract
     }
 
+    /// Applies `envelope` through the inbox; under `fence`, only while the partition lease
+    /// is held.
     pub(crate) async fn apply(
         &self,
         db: &DatabaseConnection,
         outbox: &Outbox,
         envelope: &Envelope,
+        fence: Option<&Fence>,
     ) -> Result<InboxOutcome, InboxError<BoxError>> {
-        (self.apply)(db, outbox, envelope).await
+        (self.apply)(db, outbox, envelope, fence).await
     }
 }

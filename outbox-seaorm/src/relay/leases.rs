@@ -10,7 +10,7 @@ use super::core::Core;
 use super::decide::to_delta;
 use super::report::{LeaseReport, RelayError};
 use crate::lease::owner_of;
-use crate::sql::LeaseLock;
+use crate::sql::{LeaseLock, Members};
 
 /// What a relay knows of its leases between refreshes.
 #[derive(Debug, Default)]
@@ -49,7 +49,15 @@ impl Leases {
             .set(now.timestamp_millis() as f64 / 1000.0);
         let mut live = core
             .store
-            .live_instances(&core.db, now, !core.keyed())
+            .live_instances(
+                &core.db,
+                now,
+                if core.keyed() {
+                    Members::All
+                } else {
+                    Members::Ungrouped
+                },
+            )
             .await?;
         if !live.contains(&me) {
             live.push(me.clone());

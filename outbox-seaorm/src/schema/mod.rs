@@ -73,6 +73,7 @@ use sea_orm::{ConnectionTrait, DbBackend, DbErr};
 
 mod dead_letter;
 mod inbox;
+mod lease;
 mod outbox;
 mod parked;
 mod relay;
@@ -111,7 +112,9 @@ pub(crate) enum Tables {
     /// The consumer's dead-letter and parked-message tables ([`crate::inbox::dead_letter`],
     /// [`crate::inbox::parked`]).
     InboxDeadLetters,
-    /// Outbox, inbox and relay tables.
+    /// The partitioned consumers' lease and instance tables ([`crate::inbox::partitioned`]).
+    ConsumerLeases,
+    /// Every table: outbox, inbox, relay, consumer tables.
     Both,
 }
 
@@ -134,6 +137,9 @@ pub(crate) fn statements(
     if matches!(tables, Tables::InboxDeadLetters | Tables::Both) {
         statements.extend(dead_letter::statements(backend, outbox));
         statements.extend(parked::statements(backend, outbox));
+    }
+    if matches!(tables, Tables::ConsumerLeases | Tables::Both) {
+        statements.extend(lease::consumer_statements(backend, outbox));
     }
     Ok(statements)
 }

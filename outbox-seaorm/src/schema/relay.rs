@@ -4,6 +4,7 @@
 use sea_orm::DbBackend;
 use sea_orm::sea_query::{Alias, ConditionalStatement as _, Expr, ExprTrait as _, Index, Table};
 
+use super::lease;
 use super::outbox::with_indexes;
 use super::types::{Kind, column, mysql_options, not_null, null};
 use crate::config::Outbox;
@@ -17,32 +18,9 @@ use crate::table::index_name;
 pub(crate) fn statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
     let tables = &outbox.tables().relay;
     let col = |n, k| column(backend, n, k);
-    let mut leases = Table::create();
-    leases
-        .table(table_ref(&tables.leases))
-        .if_not_exists()
-        .col(not_null(col("name", Kind::Key)).primary_key().to_owned())
-        .col(null(col("owner", Kind::Key)))
-        .col(not_null(col("token", Kind::BigInt)).default(0).to_owned())
-        .col(null(col("acquired_at", Kind::Timestamp)))
-        .col(not_null(col("expires_at", Kind::Timestamp)));
-    mysql_options(&mut leases, backend);
-    let mut instances = Table::create();
-    instances
-        .table(table_ref(&tables.instances))
-        .if_not_exists()
-        .col(
-            not_null(col("instance_id", Kind::Key))
-                .primary_key()
-                .to_owned(),
-        )
-        .col(null(col("description", Kind::Text)))
-        .col(not_null(col("started_at", Kind::Timestamp)))
-        .col(not_null(col("heartbeat_at", Kind::Timestamp)))
-        .col(not_null(col("expires_at", Kind::Timestamp)))
-        // Job-queue mode (unreleased v0.1.0: part of the initial table).
-        .col(null(col("worker_keys", Kind::Text)));
-    mysql_options(&mut instances, backend);
+    // Job-queue mode's `worker_keys` (unreleased v0.1.0: part of the initial table).
+    let mut statements =
+        lease::statements(backend, &tables.leases, &tables.instances, "worker_keys");
     let mut log = Table::create();
     log.table(table_ref(&tables.operator_log))
         .if_not_exists()
@@ -62,8 +40,6 @@ pub(crate) fn statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
         .name(index_name(&tables.operator_log, "message_idx"))
         .table(table_ref(&tables.operator_log))
         .col(Alias::new("message_id"));
-    let mut statements = with_indexes(backend, leases, Vec::new());
-    statements.extend(with_indexes(backend, instances, Vec::new()));
     statements.extend(with_indexes(backend, log, vec![by_message]));
     if backend != DbBackend::MySql {
         let c = outbox.columns();

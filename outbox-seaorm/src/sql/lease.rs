@@ -1,5 +1,7 @@
-//! Leases and relay instances: creating, acquiring, releasing and reading lease rows,
-//! heartbeats, live instances.
+//! Leases and the instances that share them: creating, acquiring, releasing and reading
+//! lease rows, heartbeats, live instances. The relays' tables by default; a consumer's
+//! partition leases ([`crate::inbox::partitioned`]) run the same statements on the
+//! consumer's tables ([`Store::for_consumer_leases`]).
 
 use chrono::{DateTime, Utc};
 
@@ -8,6 +10,19 @@ use sea_orm::{ConnectionTrait, DbBackend, DbErr};
 use super::dialect::{self, quote};
 
 use super::store::Store;
+
+/// Which instances [`Store::live_instances`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Members<'a> {
+    /// Every live instance.
+    All,
+    /// Those whose group is `NULL`: relays without worker keys (the relays that share
+    /// partitions and the SQLite relay lease by rendezvous hashing; keyed relays never take
+    /// those leases).
+    Ungrouped,
+    /// Those of one group: the instances of one consumer.
+    Group(&'a str),
+}
 
 /// How [`Store::owned`] locks the lease rows it reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +53,7 @@ impl Store {
             } else {
                 "INSERT INTO "
             };
-            sql.push(verb).table(&self.tables().leases).push(&format!(
+            sql.push(verb).table(&self.leases.leases).push(&format!(
                 " ({}, {}, {}) VALUES ",
                 quote(self.backend, "name"),
                 quote(self.backend, "token"),
@@ -83,7 +98,7 @@ impl Store {
         let mut sql = self.sql();
         // MariaDB evaluates SET assignments left to right on the updated row: `owner` last.
         sql.push("UPDATE ")
-            .table(&self.tables().leases)
+            .table(&self.leases.leases)
             .push(&format!(
                 " SET {token} = CASE WHEN {owner} = ",
                 token = q("token"),
@@ -131,7 +146,7 @@ impl Store {
         let q = |name: &str| quote(self.backend, name);
         let mut sql = self.sql();
         sql.push("UPDATE ")
-            .table(&self.tables().leases)
+            .table(&self.leases.leases)
             .push(&format!(
                 " SET {} = NULL, {} = ",
                 q("owner"),
@@ -161,7 +176,7 @@ impl Store {
         let q = |name: &str| quote(self.backend, name);
         let mut sql = self.sql();
         sql.push(&format!("SELECT {} AS name FROM ", q("name")))
-            .table(&self.tables().leases)
+            .table(&self.leases.leases)
             .push(&format!(" WHERE {} = ", q("owner")))
             .bind(dialect::text(owner))
             .push(&format!(" AND {} > ", q("expires_at")))
@@ -187,23 +202,91 @@ impl Store {
             .collect()
     }
 
+    /// The fencing token of `name` when `owner` holds it beyond `valid_after`, share-locked
+    /// until the transaction ends (PostgreSQL, MariaDB; SQLite has one writer at a time),
+    /// so that nobody takes the lease over before this transaction ends.
+    pub(crate) async fn held_token<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        name: &str,
+        owner: &str,
+        valid_after: DateTime<Utc>,
+    ) -> Result<Option<i64>, DbErr> {
+        let q = |name: &str| quote(self.backend, name);
+        let mut sql = self.sql();
+        sql.push(&format!("SELECT {} AS token FROM ", q("token")))
+            .table(&self.leases.leases)
+            .push(&format!(" WHERE {} = ", q("name")))
+            .bind(dialect::text(name))
+            .push(&format!(" AND {} = ", q("owner")))
+            .bind(dialect::text(owner))
+            .push(&format!(" AND {} > ", q("expires_at")))
+            .bind(self.ts(valid_after));
+        match self.backend {
+            DbBackend::Postgres => {
+                sql.push(" FOR SHARE");
+            }
+            DbBackend::MySql => {
+                sql.push(" LOCK IN SHARE MODE");
+            }
+            _ => {}
+        }
+        let row = conn.query_one_raw(sql.build()).await?;
+        row.map(|row| row.try_get::<i64>("", "token")).transpose()
+    }
+
+    /// The leases among `names` that `owner` holds beyond `valid_after`, with their fencing
+    /// tokens (incremented on every change of owner).
+    pub(crate) async fn owned_tokens<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        owner: &str,
+        names: &[String],
+        valid_after: DateTime<Utc>,
+    ) -> Result<Vec<(String, i64)>, DbErr> {
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let q = |name: &str| quote(self.backend, name);
+        let mut sql = self.sql();
+        sql.push(&format!(
+            "SELECT {} AS name, {} AS token FROM ",
+            q("name"),
+            q("token")
+        ))
+        .table(&self.leases.leases)
+        .push(&format!(" WHERE {} = ", q("owner")))
+        .bind(dialect::text(owner))
+        .push(&format!(" AND {} > ", q("expires_at")))
+        .bind(self.ts(valid_after))
+        .push(&format!(" AND {} IN (", q("name")))
+        .string_list(names)
+        .push(")");
+        let rows = conn.query_all_raw(sql.build()).await?;
+        rows.iter()
+            .map(|row| Ok((row.try_get("", "name")?, row.try_get("", "token")?)))
+            .collect()
+    }
+
     // ---- instances -------------------------------------------------------------------
 
-    /// Registers or refreshes the instance `id`, live until `until`; `worker_keys` is its
-    /// comma-separated worker keys (`None` for a relay that claims every row).
+    /// Registers or refreshes the instance `id`, live until `until`; `group` is its group
+    /// column: a relay's comma-separated worker keys (`None` for a relay that claims every
+    /// row), a consumer instance's consumer name.
     pub(crate) async fn heartbeat<C: ConnectionTrait>(
         &self,
         conn: &C,
         id: &str,
         description: &str,
-        worker_keys: Option<&str>,
+        group: Option<&str>,
         now: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> Result<(), DbErr> {
         let q = |name: &str| quote(self.backend, name);
         let mut sql = self.sql();
+        let group_column = self.leases.group_column;
         sql.push("INSERT INTO ")
-            .table(&self.tables().instances)
+            .table(&self.leases.instances)
             .push(&format!(
                 " ({}, {}, {}, {}, {}, {}) VALUES (",
                 q("instance_id"),
@@ -211,7 +294,7 @@ impl Store {
                 q("started_at"),
                 q("heartbeat_at"),
                 q("expires_at"),
-                q("worker_keys")
+                q(group_column)
             ));
         sql.bind(dialect::text(id))
             .push(", ")
@@ -223,9 +306,9 @@ impl Store {
             .push(", ")
             .bind(self.ts(until))
             .push(", ")
-            .bind(dialect::opt_text(worker_keys.map(str::to_owned)))
+            .bind(dialect::opt_text(group.map(str::to_owned)))
             .push(")");
-        let updates = ["description", "heartbeat_at", "expires_at", "worker_keys"];
+        let updates = ["description", "heartbeat_at", "expires_at", group_column];
         if self.backend == DbBackend::MySql {
             let set: Vec<String> = updates
                 .iter()
@@ -247,23 +330,28 @@ impl Store {
         Ok(())
     }
 
-    /// Ids of the instances live at `now`, sorted: every one, or (`unkeyed_only`) those
-    /// without worker keys — the relays that share partitions and the SQLite relay lease
-    /// by rendezvous hashing (keyed relays never take those leases).
+    /// Ids of the [`Members`] live at `now`, sorted.
     pub(crate) async fn live_instances<C: ConnectionTrait>(
         &self,
         conn: &C,
         now: DateTime<Utc>,
-        unkeyed_only: bool,
+        members: Members<'_>,
     ) -> Result<Vec<String>, DbErr> {
         let q = |name: &str| quote(self.backend, name);
         let mut sql = self.sql();
         sql.push(&format!("SELECT {} AS id FROM ", q("instance_id")))
-            .table(&self.tables().instances)
+            .table(&self.leases.instances)
             .push(&format!(" WHERE {} > ", q("expires_at")))
             .bind(self.ts(now));
-        if unkeyed_only {
-            sql.push(&format!(" AND {} IS NULL", q("worker_keys")));
+        match members {
+            Members::All => {}
+            Members::Ungrouped => {
+                sql.push(&format!(" AND {} IS NULL", q(self.leases.group_column)));
+            }
+            Members::Group(group) => {
+                sql.push(&format!(" AND {} = ", q(self.leases.group_column)))
+                    .bind(dialect::text(group));
+            }
         }
         sql.push(&format!(" ORDER BY {}", q("instance_id")));
         let rows = conn.query_all_raw(sql.build()).await?;
@@ -282,7 +370,7 @@ impl Store {
     ) -> Result<u64, DbErr> {
         let q = |name: &str| quote(self.backend, name);
         let mut sql = self.sql();
-        sql.push("DELETE FROM ").table(&self.tables().instances);
+        sql.push("DELETE FROM ").table(&self.leases.instances);
         match id {
             Some(id) => {
                 sql.push(&format!(" WHERE {} = ", q("instance_id")))

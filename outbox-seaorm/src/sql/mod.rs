@@ -14,7 +14,7 @@
 //! | claiming rows (relay, fast path) | `claim.rs` |
 //! | decoding claimed rows | `decode.rs` |
 //! | marking rows published or failed | `mark.rs` |
-//! | leases and relay instances | `lease.rs` |
+//! | leases and the relay or consumer instances that share them | `lease.rs` |
 //! | the inbox, the consumers' dead letters and parked messages | `inbox/` |
 //! | retention deletes | `retention.rs` |
 //! | operator actions, status | `ops/` |
@@ -41,7 +41,7 @@ mod store;
 pub(crate) use claim::{Claim, PastInFlight};
 pub(crate) use decode::{ClaimedRow, Unreadable};
 pub(crate) use dialect::is_lock_not_available;
-pub(crate) use lease::LeaseLock;
+pub(crate) use lease::{LeaseLock, Members};
 pub(crate) use mark::AfterFailure;
 pub(crate) use ops::ActionRow;
 pub(crate) use store::Store;

@@ -10,7 +10,18 @@ use super::columns;
 use super::dialect::{self, quote};
 use super::statement::Sql;
 use crate::config::Outbox;
-use crate::table::RelayTables;
+use crate::table::{RelayTables, TableName};
+
+/// The two tables lease statements run on: the relays' (`<outbox>_relay_leases`,
+/// `<outbox>_relay_instances`, instances grouped by `worker_keys`) or the consumers'
+/// (`<inbox>_consumer_leases`, `<inbox>_consumer_instances`, grouped by `consumer`).
+#[derive(Debug, Clone)]
+pub(crate) struct LeaseTables {
+    pub(super) leases: TableName,
+    pub(super) instances: TableName,
+    /// The instance column [`Members::Group`](super::lease::Members) compares.
+    pub(super) group_column: &'static str,
+}
 
 /// The relay's statements for one outbox on one backend.
 #[derive(Debug, Clone)]
@@ -23,6 +34,8 @@ pub(crate) struct Store {
     /// every column under its standard name (read by name through
     /// [`OutboxRecord`](crate::record::OutboxRecord)).
     pub(super) select_list: String,
+    /// Where the lease statements run.
+    pub(super) leases: LeaseTables,
 }
 
 impl Store {
@@ -48,11 +61,29 @@ impl Store {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let relay = &outbox.tables().relay;
         Self {
             outbox: outbox.clone(),
             backend,
             select_list,
+            leases: LeaseTables {
+                leases: relay.leases.clone(),
+                instances: relay.instances.clone(),
+                group_column: "worker_keys",
+            },
         }
+    }
+
+    /// This store with its lease statements on the consumers' lease tables (one set per
+    /// inbox table, shared by every consumer name, instances grouped by consumer).
+    pub(crate) fn for_consumer_leases(mut self) -> Self {
+        let tables = self.outbox.tables();
+        self.leases = LeaseTables {
+            leases: tables.consumer_leases.clone(),
+            instances: tables.consumer_instances.clone(),
+            group_column: "consumer",
+        };
+        self
     }
 
     pub(crate) fn backend(&self) -> DbBackend {

@@ -1,5 +1,5 @@
 //! The names derived from the outbox and inbox tables — the relay's tables, the consumers'
-//! dead-letter and parked-message tables, index names — computed here and nowhere else.
+//! dead-letter, parked-message and lease tables, index names — computed here and nowhere else.
 //!
 //! A derived name is `<table>_<suffix>` in the same schema, shortened with a hash of the
 //! table name when it would exceed [`MAX_IDENTIFIER_LEN`] characters.
@@ -43,6 +43,10 @@ pub(crate) struct TableNames {
     pub(crate) dead_letters: TableName,
     /// The consumers' parked messages: `<inbox>_parked`.
     pub(crate) parked: TableName,
+    /// The partitioned consumers' leases: `<inbox>_consumer_leases`.
+    pub(crate) consumer_leases: TableName,
+    /// The partitioned consumers' live instances: `<inbox>_consumer_instances`.
+    pub(crate) consumer_instances: TableName,
 }
 
 impl TableNames {
@@ -52,6 +56,8 @@ impl TableNames {
             relay: RelayTables::next_to(&outbox),
             dead_letters: derived(&inbox, "dead_letters"),
             parked: derived(&inbox, "parked"),
+            consumer_leases: derived(&inbox, "consumer_leases"),
+            consumer_instances: derived(&inbox, "consumer_instances"),
             outbox,
             inbox,
         }

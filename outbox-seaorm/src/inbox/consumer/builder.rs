@@ -250,6 +250,7 @@ impl ConsumerBuilder {
                 requeue_poll: self.requeue_poll,
                 labels,
             }),
+            fence: None,
         })
     }
 }

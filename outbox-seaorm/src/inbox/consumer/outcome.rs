@@ -172,4 +172,14 @@ pub enum ConsumerError {
         #[source]
         source: DbErr,
     },
+    /// A [partitioned](crate::inbox::partitioned) consumer's runner lost the lease of the
+    /// message's partition: nothing was committed; the new owner applies the message (do
+    /// not acknowledge it).
+    #[error("consumer `{consumer}`: partition lease `{lease}` lost")]
+    LeaseLost {
+        /// The consumer.
+        consumer: String,
+        /// The lease.
+        lease: String,
+    },
 }

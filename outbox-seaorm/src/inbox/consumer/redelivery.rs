@@ -122,6 +122,18 @@ impl Consumer {
                 }
                 Attempt::Settled(delivered) => return Ok(delivered),
                 Attempt::DeadLetter(reason) => return Err(reason),
+                // Redelivery runs unfenced: no lease to lose. Counted as a failed attempt
+                // should a fenced copy ever get here.
+                Attempt::LeaseLost(lease) if attempt >= max => {
+                    return Err(DeadLetterReason::HandlerFailed {
+                        attempts: attempt,
+                        error: format!("partition lease `{lease}` lost"),
+                    });
+                }
+                Attempt::LeaseLost(_) => {
+                    tokio::time::sleep(self.inner.backoff.delay(attempt)).await;
+                    attempt += 1;
+                }
                 Attempt::Failed(error) if attempt >= max => {
                     return Err(DeadLetterReason::HandlerFailed {
                         attempts: attempt,
@@ -210,6 +222,9 @@ impl Consumer {
                 return Ok(true);
             }
             Attempt::DeadLetter(reason) => reason,
+            // Redelivery runs unfenced; should a fenced copy get here, the message stays
+            // parked as it is for a later round.
+            Attempt::LeaseLost(_) => return Ok(false),
             Attempt::Failed(error) => {
                 let attempts = message.attempts.saturating_add(1);
                 if attempts < inner.max_attempts {

@@ -1,0 +1,368 @@
+//! Partitioned consumers on every backend (README, Scaling consumers): instances of one
+//! consumer split its partitions by rendezvous hashing over partition leases in the
+//! consumer's database, hand partitions over when an instance joins or leaves, take a
+//! killed instance's partitions over once its leases expired, never run one partition in two
+//! places at once, and a runner that lost its lease cannot commit (the fence).
+
+// Scenarios are plain async functions called by generated #[tokio::test]s, which clippy's
+// `allow-unwrap-in-tests` does not see as tests.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use outbox_core::Envelope;
+use outbox_seaorm::inbox::partitioned::{Partition, PartitionedConsumer, PartitionedReport};
+use outbox_seaorm::inbox::{Consumer, ConsumerError, Delivered};
+use outbox_seaorm::{Outbox, UnitOfWork, inbox_handler, schema};
+use outbox_tests::backend_tests;
+use outbox_tests::bookstore::{OrderPlacedV1, OrderedBookV1};
+use outbox_tests::db::TestDb;
+use sea_orm::{ConnectionTrait, DbErr, Statement};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+backend_tests!(
+    a_runner_that_lost_its_lease_cannot_commit,
+    instances_split_hand_over_and_take_over_partitions,
+);
+
+const PARTITIONS: u32 = 8;
+const TTL: Duration = Duration::from_millis(2000);
+const HEARTBEAT: Duration = Duration::from_millis(250);
+
+/// Notes each applied order.
+#[inbox_handler(consumer = "tests.partitioned-fence")]
+async fn note_order(uow: &UnitOfWork, event: OrderPlacedV1) -> Result<(), DbErr> {
+    let backend = uow.get_database_backend();
+    uow.execute_raw(Statement::from_sql_and_values(
+        backend,
+        match backend {
+            sea_orm::DbBackend::Postgres => "INSERT INTO applied (order_id) VALUES ($1)",
+            _ => "INSERT INTO applied (order_id) VALUES (?)",
+        },
+        [event.order_id.into()],
+    ))
+    .await?;
+    Ok(())
+}
+
+/// The rebalancing scenario's consumer (its runners apply nothing).
+#[inbox_handler(consumer = "tests.partitioned-split")]
+async fn ignore_order(_uow: &UnitOfWork, _event: OrderPlacedV1) -> Result<(), DbErr> {
+    Ok(())
+}
+
+async fn setup(db: &TestDb, outbox: &Outbox) {
+    schema::install(db.conn(), outbox).await.unwrap();
+    db.conn()
+        .execute_unprepared("CREATE TABLE applied (order_id varchar(64) NOT NULL PRIMARY KEY)")
+        .await
+        .unwrap();
+}
+
+fn order(order_id: &str) -> Envelope {
+    Envelope::from_event(&OrderPlacedV1 {
+        order_id: order_id.to_owned(),
+        checkout_id: format!("checkout-{order_id}"),
+        customer: "ada".to_owned(),
+        books: vec![OrderedBookV1 {
+            book_id: "b-1".to_owned(),
+            quantity: 1,
+        }],
+    })
+    .unwrap()
+}
+
+async fn count(db: &TestDb, sql: &str) -> i64 {
+    let row = db
+        .conn()
+        .query_one_raw(Statement::from_string(
+            db.conn().get_database_backend(),
+            sql,
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    row.try_get_by_index::<i64>(0).unwrap()
+}
+
+fn instance(db: &TestDb, outbox: &Outbox, consumer: &str, id: &str) -> PartitionedConsumer {
+    let inbox = Consumer::builder(db.conn().clone(), outbox.clone(), consumer)
+        .build()
+        .unwrap();
+    PartitionedConsumer::builder(inbox, PARTITIONS)
+        .instance_id(id)
+        .lease_ttl(TTL)
+        .heartbeat_interval(HEARTBEAT)
+        .build()
+        .unwrap()
+}
+
+/// A runner applies under its lease; once the lease is another instance's, the next
+/// message's transaction rolls back (no effect, no inbox row), the consumer reports
+/// `LeaseLost` (the runner leaves the message unacknowledged) and the runner is told to stop.
+async fn a_runner_that_lost_its_lease_cannot_commit(db: &TestDb) {
+    let outbox = Outbox::default();
+    setup(db, &outbox).await;
+    let inbox = Consumer::builder(db.conn().clone(), outbox.clone(), "tests.partitioned-fence")
+        .build()
+        .unwrap();
+    let partitioned = PartitionedConsumer::builder(inbox, 1)
+        .instance_id("instance-a")
+        .lease_ttl(TTL)
+        .heartbeat_interval(HEARTBEAT)
+        .build()
+        .unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Partition>();
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<()>();
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(
+        partitioned.run(shutdown.clone(), move |partition: Partition| {
+            let tx = tx.clone();
+            let done = done_tx.clone();
+            async move {
+                let stop = partition.stop().clone();
+                tx.send(partition).unwrap();
+                stop.cancelled().await;
+                done.send(()).ok();
+            }
+        }),
+    );
+    let partition = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .expect("the only instance takes the only partition")
+        .unwrap();
+    assert_eq!(partition.number(), 0);
+    let delivered = partition.consumer().deliver(&order("o-1")).await.unwrap();
+    assert!(
+        matches!(delivered, Delivered::Applied { .. }),
+        "{delivered:?}"
+    );
+
+    // Another instance takes the lease over (as it would once this one's expired).
+    let taken = db
+        .conn()
+        .execute_unprepared(
+            "UPDATE inbox_consumer_leases SET owner = 'instance-b', token = token + 1 \
+             WHERE name = 'tests.partitioned-fence/partition/0'",
+        )
+        .await
+        .unwrap();
+    assert_eq!(taken.rows_affected(), 1);
+    let error = partition
+        .consumer()
+        .deliver(&order("o-2"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, ConsumerError::LeaseLost { lease, .. } if lease == "tests.partitioned-fence/partition/0"),
+        "{error:?}"
+    );
+    assert!(
+        partition.stop().is_cancelled(),
+        "the runner is told to stop"
+    );
+    tokio::time::timeout(Duration::from_secs(5), done_rx.recv())
+        .await
+        .unwrap();
+    assert_eq!(count(db, "SELECT COUNT(*) FROM applied").await, 1);
+    assert_eq!(
+        count(db, "SELECT COUNT(*) FROM inbox").await,
+        1,
+        "no inbox row for o-2"
+    );
+
+    // The supervisor does not restart a partition another instance holds.
+    tokio::time::sleep(HEARTBEAT * 3).await;
+    assert!(
+        rx.try_recv().is_err(),
+        "no runner started without the lease"
+    );
+    shutdown.cancel();
+    let report = run.await.unwrap();
+    assert_eq!(report.started, 1, "{report:?}");
+}
+
+/// Which instance runs which partition, checking that no partition ever runs twice.
+#[derive(Default)]
+struct Tracker {
+    running: BTreeMap<u32, &'static str>,
+    overlaps: Vec<String>,
+}
+
+type Shared = Arc<Mutex<Tracker>>;
+
+fn held_by(tracker: &Shared, instance: &str) -> Vec<u32> {
+    let tracker = tracker.lock().unwrap();
+    tracker
+        .running
+        .iter()
+        .filter(|(_, who)| **who == instance)
+        .map(|(p, _)| *p)
+        .collect()
+}
+
+/// Starts `partitioned` as `name`: its runners note themselves in `tracker` and end on their
+/// stop token or on `kill` (a killed process's runners die with it).
+fn spawn(
+    partitioned: PartitionedConsumer,
+    name: &'static str,
+    tracker: &Shared,
+    shutdown: &CancellationToken,
+    kill: &CancellationToken,
+) -> JoinHandle<PartitionedReport> {
+    let tracker = Arc::clone(tracker);
+    let kill = kill.clone();
+    tokio::spawn(
+        partitioned.run(shutdown.clone(), move |partition: Partition| {
+            let tracker = Arc::clone(&tracker);
+            let kill = kill.clone();
+            async move {
+                let number = partition.number();
+                {
+                    let mut t = tracker.lock().unwrap();
+                    if let Some(other) = t.running.insert(number, name) {
+                        t.overlaps.push(format!(
+                            "partition {number}: {name} started while {other} ran it"
+                        ));
+                    }
+                }
+                tokio::select! {
+                    () = partition.stop().cancelled() => {}
+                    () = kill.cancelled() => {}
+                }
+                let mut t = tracker.lock().unwrap();
+                if t.running.get(&number) == Some(&name) {
+                    t.running.remove(&number);
+                }
+            }
+        }),
+    )
+}
+
+/// Waits until `check` holds, up to `limit`; the time it took.
+async fn until(limit: Duration, what: &str, mut check: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    while !check() {
+        assert!(started.elapsed() < limit, "not within {limit:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    started.elapsed()
+}
+
+/// One instance takes every partition; a second joining gets about half, handed over
+/// without overlap; killed, its partitions come back to the first once its leases expired
+/// (not before); a third joining and shutting down gracefully hands back at once.
+async fn instances_split_hand_over_and_take_over_partitions(db: &TestDb) {
+    let outbox = Outbox::default();
+    setup(db, &outbox).await;
+    let consumer = "tests.partitioned-split";
+    let tracker = Shared::default();
+    let never = CancellationToken::new();
+    let shutdown_a = CancellationToken::new();
+    let a = spawn(
+        instance(db, &outbox, consumer, "a"),
+        "a",
+        &tracker,
+        &shutdown_a,
+        &never,
+    );
+    until(Duration::from_secs(10), "a holds every partition", || {
+        held_by(&tracker, "a").len() == PARTITIONS as usize
+    })
+    .await;
+
+    // b joins: the partitions split, each handed over after a's runner stopped.
+    let shutdown_b = CancellationToken::new();
+    let kill_b = CancellationToken::new();
+    let b = spawn(
+        instance(db, &outbox, consumer, "b"),
+        "b",
+        &tracker,
+        &shutdown_b,
+        &kill_b,
+    );
+    let split = until(
+        Duration::from_secs(10),
+        "a and b split the partitions",
+        || {
+            let (a, b) = (held_by(&tracker, "a").len(), held_by(&tracker, "b").len());
+            a > 0 && b > 0 && a + b == PARTITIONS as usize
+        },
+    )
+    .await;
+    // Stable: nothing moves over further heartbeats.
+    let b_held = held_by(&tracker, "b");
+    tokio::time::sleep(HEARTBEAT * 4).await;
+    assert_eq!(held_by(&tracker, "b"), b_held);
+
+    // b is killed: its leases stay until they expire, then a takes them.
+    b.abort();
+    kill_b.cancel();
+    let killed = Instant::now();
+    until(Duration::from_secs(2), "b's runners die with it", || {
+        held_by(&tracker, "b").is_empty()
+    })
+    .await;
+    until(TTL + HEARTBEAT * 4, "a takes b's partitions over", || {
+        held_by(&tracker, "a").len() == PARTITIONS as usize
+    })
+    .await;
+    let takeover = killed.elapsed();
+    assert!(
+        takeover >= TTL - HEARTBEAT * 2,
+        "taken over after {takeover:?}, before b's leases (TTL {TTL:?}) expired"
+    );
+
+    // c joins, then leaves gracefully: its partitions come back within heartbeats.
+    let shutdown_c = CancellationToken::new();
+    let c = spawn(
+        instance(db, &outbox, consumer, "c"),
+        "c",
+        &tracker,
+        &shutdown_c,
+        &never,
+    );
+    until(Duration::from_secs(10), "c gets partitions", || {
+        !held_by(&tracker, "c").is_empty()
+    })
+    .await;
+    let left = Instant::now();
+    shutdown_c.cancel();
+    let report_c = c.await.unwrap();
+    until(
+        HEARTBEAT * 6,
+        "a takes c's partitions back without waiting for a TTL",
+        || held_by(&tracker, "a").len() == PARTITIONS as usize,
+    )
+    .await;
+    let handback = left.elapsed();
+    eprintln!(
+        "split in {split:?}, takeover after kill {takeover:?}, hand-back after leave {handback:?}"
+    );
+    assert!(report_c.started > 0, "{report_c:?}");
+
+    shutdown_a.cancel();
+    let report_a = a.await.unwrap();
+    assert!(
+        report_a.handed_over > 0,
+        "a handed partitions to b and c: {report_a:?}"
+    );
+    {
+        let tracker = tracker.lock().unwrap();
+        assert!(tracker.overlaps.is_empty(), "{:?}", tracker.overlaps);
+        assert!(
+            tracker.running.is_empty(),
+            "every runner stopped at shutdown"
+        );
+    }
+    let leases = count(
+        db,
+        "SELECT COUNT(*) FROM inbox_consumer_leases WHERE owner IS NOT NULL",
+    )
+    .await;
+    assert_eq!(leases, 0, "a graceful shutdown releases every lease");
+}
