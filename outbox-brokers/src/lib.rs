@@ -21,9 +21,12 @@
 //! # Modules
 //! - [`route`]: subject / routing key / topic / stream from the event type;
 //! - [`settle`]: the runners' shared settle-then-acknowledge step;
+//! - [`partitioned`]: what the partitioned runners share (one runner per partition lease
+//!   held, see [`outbox_seaorm::inbox::partitioned`]);
 //! - `testing` (feature `testing`): a loopback TCP proxy that cuts and restores connections,
 //!   to play a broker outage in tests and demos.
 
+pub mod partitioned;
 pub mod route;
 pub mod settle;
 

@@ -22,13 +22,15 @@ use e2e_orders::{
 use outbox_brokers::nats::async_nats::connection::State;
 use outbox_brokers::nats::async_nats::jetstream;
 use outbox_brokers::nats::{
-    self, NatsConsumerRunner, NatsPublisher, NatsStream, async_nats, durable_name_for,
+    self, NatsConsumerRunner, NatsPartitionedRunner, NatsPublisher, NatsStream, async_nats,
+    durable_name_for,
 };
-use outbox_brokers::route::Route;
+use outbox_brokers::route::{PartitionedRoute, Route};
 use outbox_core::cloudevents::{self, header};
 use outbox_core::publish::{PublishErrorKind, Publisher as _};
 use outbox_core::{Envelope, EnvelopeConfig};
 use outbox_seaorm::Outbox;
+use outbox_seaorm::inbox::partitioned::PartitionedConsumer;
 use outbox_tests::db::TestDb;
 use outbox_tests::proxy::Proxy;
 use outbox_tests::{Service, service};
@@ -903,6 +905,199 @@ async fn the_runner_redelivers_requeued_dead_letters() {
     )
     .await;
     assert_eq!(report.acked, 1, "{report:?}");
+    db.close().await;
+    fixture.close().await;
+}
+
+/// A partitioned runner of the fixture's stream on the consumer database `db`: instance
+/// `id`, `partitions` partitions on `route`, short leases (a killed instance's partitions
+/// move within 2 s).
+fn partitioned_runner(
+    fixture: &Fixture,
+    db: &sea_orm::DatabaseConnection,
+    outbox: &Outbox,
+    route: &PartitionedRoute,
+    id: &str,
+) -> NatsPartitionedRunner {
+    let inbox = inbox_consumer(db, outbox, 3);
+    let partitioned = PartitionedConsumer::builder(inbox.clone(), route.partitions())
+        .instance_id(id)
+        .lease_ttl(Duration::from_secs(2))
+        .heartbeat_interval(Duration::from_millis(250))
+        .build()
+        .unwrap();
+    NatsConsumerRunner::builder(fixture.client.clone(), inbox, fixture.stream.name())
+        .ack_wait(Duration::from_secs(2))
+        .fetch_wait(Duration::from_millis(300))
+        .build_partitioned(partitioned, route.clone())
+        .unwrap()
+}
+
+/// Three processes of one consumer share six partitions (one durable each, filtered by
+/// the partition in the subject). While 40 customers place 15 orders each, one process is
+/// killed (its runners die with it, its deliveries unacknowledged, its leases left to
+/// expire) and replaced three times, and a fourth joins mid-stream: every order is applied
+/// once and each customer's in order; the killed processes' partitions were taken over, the
+/// replacements' deliveries restarted at the ack floor rather than after `ack_wait`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_runners_apply_once_and_in_order_across_kills_and_a_join() {
+    const CUSTOMERS: usize = 40;
+    const ORDERS: u32 = 15;
+    let test = "partitioned_runners_apply_once_and_in_order_across_kills_and_a_join";
+    let Some(fixture) = Fixture::new(test).await else {
+        return;
+    };
+    let Some(db) = TestDb::postgres(test).await else {
+        return;
+    };
+    let outbox = Outbox::default();
+    consumer_tables(db.conn(), &outbox).await;
+    let route = PartitionedRoute::new(format!("{}p", fixture.prefix), 6).with_event_type();
+    let publisher = NatsPublisher::builder(fixture.client.clone())
+        .route(Route::partitioned(route.clone()))
+        .ack_timeout(Duration::from_secs(2))
+        .build();
+    let shutdown = CancellationToken::new();
+    let start = |id: &str| {
+        tokio::spawn(
+            partitioned_runner(&fixture, db.conn(), &outbox, &route, id).run(shutdown.clone()),
+        )
+    };
+    let a = start("a");
+    let b = start("b");
+    let mut victim = start("c-0");
+    let producing = tokio::spawn(async move {
+        for n in 0..ORDERS {
+            let batch: Vec<Envelope> = (0..CUSTOMERS).map(|customer| order(customer, n)).collect();
+            let results = publisher.publish(&batch).await.unwrap();
+            assert!(results.iter().all(Result::is_ok), "{results:?}");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    });
+    for round in 1..=3 {
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        victim.abort();
+        assert!(victim.await.unwrap_err().is_cancelled());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        victim = start(&format!("c-{round}"));
+    }
+    let d = start("d");
+    producing.await.unwrap();
+    let total = CUSTOMERS * ORDERS as usize;
+    assert!(
+        eventually(Duration::from_secs(60), async || applied(db.conn())
+            .await
+            .len()
+            >= total)
+        .await,
+        "{} of {total} applied",
+        applied(db.conn()).await.len()
+    );
+    // Quiet for a while: nothing more is applied (no duplicate effect arrives late).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rows = applied(db.conn()).await;
+    assert_eq!(rows.len(), total);
+    assert_in_order(&rows, ORDERS);
+    assert_eq!(
+        inbox_and_dead_letters(db.conn(), &outbox).await,
+        (i64::try_from(total).unwrap(), 0)
+    );
+    shutdown.cancel();
+    let mut started = 0;
+    for run in [a, b, victim, d] {
+        let report = run.await.unwrap();
+        started += report.partitions.started;
+    }
+    assert!(started >= 6, "every partition ran somewhere: {started}");
+    db.close().await;
+    fixture.close().await;
+}
+
+/// A partition runner that finds a delivery its killed predecessor left unacknowledged
+/// restarts the durable at its ack floor at once: with a 30 s `ack_wait`, every message is
+/// applied within seconds, the unacknowledged one first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_runner_does_not_wait_ack_wait_for_its_predecessors_deliveries() {
+    let test = "a_partition_runner_does_not_wait_ack_wait_for_its_predecessors_deliveries";
+    let Some(fixture) = Fixture::new(test).await else {
+        return;
+    };
+    let db = TestDb::sqlite_file().await;
+    let outbox = Outbox::default();
+    consumer_tables(db.conn(), &outbox).await;
+    let route = PartitionedRoute::new(format!("{}p", fixture.prefix), 1).with_event_type();
+    let publisher = NatsPublisher::builder(fixture.client.clone())
+        .route(Route::partitioned(route.clone()))
+        .build();
+    let batch: Vec<Envelope> = (0..3).map(|n| order(0, n)).collect();
+    assert!(
+        publisher
+            .publish(&batch)
+            .await
+            .unwrap()
+            .iter()
+            .all(Result::is_ok)
+    );
+
+    let inbox = inbox_consumer(db.conn(), &outbox, 3);
+    let partitioned = PartitionedConsumer::builder(inbox.clone(), 1)
+        .lease_ttl(Duration::from_secs(2))
+        .heartbeat_interval(Duration::from_millis(250))
+        .build()
+        .unwrap();
+    let runner = NatsConsumerRunner::builder(fixture.client.clone(), inbox, fixture.stream.name())
+        .ack_wait(Duration::from_secs(30))
+        .fetch_wait(Duration::from_millis(300))
+        .build_partitioned(partitioned, route)
+        .unwrap();
+    // The predecessor: took the first message on the partition's durable, then died.
+    let durable = runner.durable_name(0);
+    let stream = jetstream::new(fixture.client.clone())
+        .get_stream(fixture.stream.name())
+        .await
+        .unwrap();
+    let predecessor: jetstream::consumer::PullConsumer = stream
+        .create_consumer(jetstream::consumer::pull::Config {
+            durable_name: Some(durable.clone()),
+            filter_subject: runner.filter_subject(0),
+            ack_policy: jetstream::consumer::AckPolicy::Explicit,
+            ack_wait: Duration::from_secs(30),
+            max_ack_pending: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut taken = predecessor
+        .fetch()
+        .max_messages(1)
+        .messages()
+        .await
+        .unwrap();
+    assert!(
+        taken.next().await.unwrap().is_ok(),
+        "the predecessor got one delivery"
+    );
+    drop(taken);
+    assert_eq!(predecessor.clone().info().await.unwrap().num_ack_pending, 1);
+
+    let shutdown = CancellationToken::new();
+    let started = Instant::now();
+    let running = tokio::spawn(runner.run(shutdown.clone()));
+    assert!(
+        eventually(Duration::from_secs(8), async || applied(db.conn())
+            .await
+            .len()
+            == 3)
+        .await,
+        "not applied within 8 s (ack_wait is 30 s): {:?}",
+        applied(db.conn()).await
+    );
+    let elapsed = started.elapsed();
+    assert_in_order(&applied(db.conn()).await, 3);
+    eprintln!("applied after {elapsed:?}");
+    shutdown.cancel();
+    let report = running.await.unwrap();
+    assert_eq!(report.runners.acked, 3, "{report:?}");
     db.close().await;
     fixture.close().await;
 }

@@ -100,6 +100,7 @@
 //! fails whole batches at once as [`Unavailable`](outbox_core::publish::PublishErrorKind::Unavailable)
 //! instead of queueing them, and the runner retries its pull requests with backoff.
 
+mod partitioned;
 mod publisher;
 mod runner;
 mod stream;
@@ -107,6 +108,7 @@ mod stream;
 use std::time::Duration;
 
 pub use async_nats;
+pub use partitioned::NatsPartitionedRunner;
 pub use publisher::{
     DEFAULT_ACK_TIMEOUT, DEFAULT_MAX_ACK_INFLIGHT, DEFAULT_SUBJECT_PREFIX, NatsPublisher,
     NatsPublisherBuilder,

@@ -13,10 +13,17 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{NatsError, is_broker_header};
+use outbox_seaorm::inbox::ConsumerError;
+
 use crate::settle::{Settlement, settle, with_requeued_redelivery};
 
-/// Default `ack_wait` of the durable consumer: 30 s (JetStream's default).
-pub const DEFAULT_ACK_WAIT: Duration = Duration::from_secs(30);
+/// Default `ack_wait` of the durable consumer: 5 s. The runner sends a progress
+/// acknowledgement every `ack_wait / 2` while the inbox works on a message, so a slow
+/// handler is not redelivered; what `ack_wait` bounds is how long a delivery lost with a
+/// killed runner or a dropped connection holds its durable back (JetStream's own default,
+/// 30 s, stalled a consumer killed every ~11 s for minutes). Longer: fewer redeliveries
+/// when progress acknowledgements are delayed (a saturated connection), slower recovery.
+pub const DEFAULT_ACK_WAIT: Duration = Duration::from_secs(5);
 /// Default `max_ack_pending` of the durable consumer: 1, one delivery outstanding at a time.
 /// The runner settles one message at a time in stream order anyway; with more outstanding,
 /// JetStream hands out newer messages while older ones wait for their redelivery (held by a
@@ -64,6 +71,50 @@ pub struct RunnerReport {
     pub reconnects: u64,
 }
 
+impl std::ops::AddAssign for RunnerReport {
+    fn add_assign(&mut self, other: Self) {
+        self.acked += other.acked;
+        self.redelivered += other.redelivered;
+        self.held_back += other.held_back;
+        self.broker_errors += other.broker_errors;
+        self.reconnects += other.reconnects;
+    }
+}
+
+impl NatsConsumerRunner {
+    /// The runner of one partition: this runner's settings on durable `durable` filtered by
+    /// `filter`, settling with `inbox` (fenced by the partition's lease), exclusive.
+    pub(super) fn for_partition(&self, inbox: Consumer, durable: String, filter: String) -> Self {
+        Self {
+            client: self.client.clone(),
+            context: self.context.clone(),
+            inbox,
+            stream: self.stream.clone(),
+            durable,
+            filter_subject: Some(filter),
+            deliver_policy: self.deliver_policy,
+            ack_wait: self.ack_wait,
+            max_deliver: self.max_deliver,
+            max_ack_pending: self.max_ack_pending,
+            batch_size: self.batch_size,
+            fetch_wait: self.fetch_wait,
+            redelivery_backoff: self.redelivery_backoff,
+            retry_backoff: self.retry_backoff,
+            exclusive: true,
+        }
+    }
+
+    /// The filter subject, if any.
+    pub(super) fn filter(&self) -> Option<&str> {
+        self.filter_subject.as_deref()
+    }
+
+    /// The inbox consumer's name.
+    pub(super) fn inbox_name(&self) -> &str {
+        self.inbox.name()
+    }
+}
+
 /// Configures a [`NatsConsumerRunner`]; see [`NatsConsumerRunner::builder`].
 ///
 /// | setting | default |
@@ -71,7 +122,7 @@ pub struct RunnerReport {
 /// | durable consumer name | the inbox consumer's name with `_` for `.` ([`durable_name_for`]) |
 /// | subject filter | none: every subject of the stream |
 /// | deliver policy | all: from the first message still in the stream |
-/// | `ack_wait` | 30 s ([`DEFAULT_ACK_WAIT`]); the runner sends progress acknowledgements while a message takes longer |
+/// | `ack_wait` | 5 s ([`DEFAULT_ACK_WAIT`]); the runner sends progress acknowledgements while a message takes longer |
 /// | `max_deliver` | unlimited: the inbox dead-letters poison messages itself; a redelivery means the consumer's database was unavailable, which must not drop a message |
 /// | `max_ack_pending` | 1 ([`DEFAULT_MAX_ACK_PENDING`]): nothing is handed out while an older delivery is outstanding |
 /// | pull batch | 100 messages ([`DEFAULT_BATCH_SIZE`]), waiting up to 2 s ([`DEFAULT_FETCH_WAIT`]) |
@@ -220,6 +271,7 @@ impl NatsConsumerRunnerBuilder {
             fetch_wait: self.fetch_wait,
             redelivery_backoff: self.redelivery_backoff,
             retry_backoff: self.retry_backoff,
+            exclusive: false,
         })
     }
 }
@@ -254,6 +306,10 @@ pub struct NatsConsumerRunner {
     fetch_wait: Duration,
     redelivery_backoff: Backoff,
     retry_backoff: Backoff,
+    /// A partition runner under a lease: nobody else consumes the durable, so deliveries
+    /// left unacknowledged at start are restarted from the ack floor at once instead of
+    /// waiting for their `ack_wait`.
+    exclusive: bool,
 }
 
 /// Why a batch stopped settling messages.
@@ -265,6 +321,8 @@ enum Halt {
     Reconnected,
     /// The runner is shutting down.
     Shutdown,
+    /// The partition lease was lost: hand everything back at once, to the new owner.
+    LeaseLost,
 }
 
 /// How a batch ended.
@@ -390,7 +448,7 @@ impl NatsConsumerRunner {
     }
 
     /// The subscription loop of [`run`](Self::run).
-    async fn subscription(self, shutdown: CancellationToken) -> RunnerReport {
+    pub(super) async fn subscription(self, shutdown: CancellationToken) -> RunnerReport {
         let mut report = RunnerReport::default();
         let mut failures: u32 = 0;
         let mut redeliveries: u32 = 0;
@@ -428,7 +486,17 @@ impl NatsConsumerRunner {
                         Err(error) => break 'attempt Some(error.to_string()),
                     },
                 };
-                if check_lost {
+                if check_lost && self.exclusive {
+                    match self.restart_at_ack_floor(&pull).await {
+                        Ok(Some(restarted)) => {
+                            consumer = Some(restarted);
+                            check_lost = false;
+                            continue 'run;
+                        }
+                        Ok(None) => check_lost = false,
+                        Err(error) => break 'attempt Some(error),
+                    }
+                } else if check_lost {
                     match self.wait_for_lost(&pull, &shutdown).await {
                         Ok(true) => break 'run,
                         Ok(false) => check_lost = false,
@@ -505,6 +573,46 @@ impl NatsConsumerRunner {
         Ok(pause(shutdown, self.ack_wait + TIMER_SLACK).await)
     }
 
+    /// A partition runner's [`wait_for_lost`](Self::wait_for_lost): the lease makes the
+    /// durable this runner's alone, so deliveries left unacknowledged (by a killed
+    /// predecessor, or lost with a connection) are nobody's: the durable is recreated to
+    /// deliver from the first unacknowledged message (`ack_floor + 1`), at once. `None`
+    /// when nothing was pending.
+    async fn restart_at_ack_floor(
+        &self,
+        pull: &PullConsumer,
+    ) -> Result<Option<PullConsumer>, String> {
+        let info = pull.get_info().await.map_err(|e| e.to_string())?;
+        if info.num_ack_pending == 0 {
+            return Ok(None);
+        }
+        let start = info.ack_floor.stream_sequence + 1;
+        tracing::info!(
+            consumer = %self.durable,
+            unacknowledged = info.num_ack_pending,
+            start_sequence = start,
+            "unacknowledged deliveries of a partition: restarting the durable at its ack floor"
+        );
+        let stream = self
+            .context
+            .get_stream(&self.stream)
+            .await
+            .map_err(|e| e.to_string())?;
+        stream
+            .delete_consumer(&self.durable)
+            .await
+            .map_err(|e| format!("cannot delete consumer `{}`: {e}", self.durable))?;
+        let mut config = self.consumer_config();
+        config.deliver_policy = DeliverPolicy::ByStartSequence {
+            start_sequence: start,
+        };
+        let restarted = stream
+            .create_consumer(config)
+            .await
+            .map_err(|e| format!("cannot recreate consumer `{}`: {e}", self.durable))?;
+        Ok(Some(restarted))
+    }
+
     /// Pulls one batch and settles it; see the [type documentation](Self).
     async fn batch(
         &self,
@@ -573,6 +681,11 @@ impl NatsConsumerRunner {
                         tracing::warn!(consumer = %self.durable, %error, "acknowledgement not sent");
                     }
                 }
+                Settlement::Redeliver(ConsumerError::LeaseLost { .. }) => {
+                    halt = Some(Halt::LeaseLost);
+                    drain_until = Some(Instant::now() + Duration::from_millis(200));
+                    held.push(message);
+                }
                 Settlement::Redeliver(_) => {
                     report.redelivered += 1;
                     halt = Some(Halt::Redeliver);
@@ -594,7 +707,7 @@ impl NatsConsumerRunner {
                 (Some(delay), BatchEnd::Redeliver(delay))
             }
             Some(Halt::Reconnected) => (Some(self.ack_wait), BatchEnd::Reconnected),
-            Some(Halt::Shutdown) => (None, BatchEnd::Cancelled),
+            Some(Halt::Shutdown | Halt::LeaseLost) => (None, BatchEnd::Cancelled),
         };
         let handed_back = held.len();
         for message in held {

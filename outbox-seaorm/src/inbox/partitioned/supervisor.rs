@@ -31,11 +31,28 @@ pub struct PartitionedReport {
     pub failed_heartbeats: u64,
 }
 
+/// A partition runner's task, aborted when dropped: the runners of a supervisor whose
+/// future is dropped (a task aborted, a `select!` that went elsewhere) die with it, as a
+/// killed process's do, their leases left to expire.
+struct Task(JoinHandle<()>);
+
+impl Task {
+    fn is_finished(&self) -> bool {
+        self.0.is_finished()
+    }
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// A partition runner.
 struct Runner {
     token: i64,
     stop: CancellationToken,
-    task: JoinHandle<()>,
+    task: Task,
 }
 
 /// The supervisor's state between heartbeats.
@@ -45,7 +62,7 @@ struct Supervisor<'a> {
     running: BTreeMap<u32, Runner>,
     /// Runners told to stop that have not ended yet; their leases are released (unless
     /// wanted again) once they have.
-    stopping: BTreeMap<u32, JoinHandle<()>>,
+    stopping: BTreeMap<u32, Task>,
     last_renewal: Option<Instant>,
     ensured: bool,
     report: PartitionedReport,
@@ -263,12 +280,12 @@ impl Supervisor<'_> {
             token,
             stop.clone(),
         );
-        let task = tokio::spawn(start(Partition {
+        let task = Task(tokio::spawn(start(Partition {
             number: partition,
             token,
             consumer: consumer.fenced(fence),
             stop: stop.clone(),
-        }));
+        })));
         self.report.started += 1;
         tracing::info!(
             consumer = %consumer.name(),
@@ -311,16 +328,19 @@ impl Supervisor<'_> {
         }
     }
 
-    /// Stops every runner, waits for them (up to one lease TTL), releases the leases and
-    /// removes the instance row.
+    /// Stops every runner, waits for them (up to one lease TTL; one still running then is
+    /// aborted), releases the leases and removes the instance row.
     async fn shut_down(&mut self) {
         let partitions: Vec<u32> = self.running.keys().copied().collect();
         for partition in partitions {
             self.stop(partition);
         }
         let deadline = tokio::time::Instant::now() + self.partitioned.lease_ttl;
-        for (partition, task) in std::mem::take(&mut self.stopping) {
-            if tokio::time::timeout_at(deadline, task).await.is_err() {
+        for (partition, mut task) in std::mem::take(&mut self.stopping) {
+            if tokio::time::timeout_at(deadline, &mut task.0)
+                .await
+                .is_err()
+            {
                 tracing::warn!(
                     consumer = %self.partitioned.consumer.name(),
                     partition,

@@ -1,0 +1,59 @@
+//! What every partitioned runner does: run a
+//! [`PartitionedConsumer`](outbox_seaorm::inbox::partitioned::PartitionedConsumer), one
+//! broker runner per partition it holds, with the redelivery loop beside it.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use outbox_seaorm::inbox::partitioned::{Partition, PartitionedConsumer, PartitionedReport};
+use tokio_util::sync::CancellationToken;
+
+use crate::settle::with_requeued_redelivery;
+
+/// What a partitioned runner did until it was shut down: its leases, and the sum of its
+/// partition runners' reports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PartitionedRunReport<R> {
+    /// Partitions started, handed over, lost.
+    pub partitions: PartitionedReport,
+    /// The partition runners' reports, summed.
+    pub runners: R,
+}
+
+#[cfg_attr(
+    not(any(feature = "nats", feature = "rabbitmq", feature = "redis")),
+    allow(dead_code)
+)]
+/// Runs `partitioned` until `shutdown`, `runner(partition)` for each partition it holds, and
+/// the consumer's redelivery loop (requeued dead letters, parked messages) once beside them;
+/// returns the lease report and every partition runner's report.
+pub(crate) async fn run_partitioned<R, F, Fut>(
+    partitioned: PartitionedConsumer,
+    shutdown: CancellationToken,
+    mut runner: F,
+) -> (PartitionedReport, Vec<R>)
+where
+    F: FnMut(Partition) -> Fut,
+    Fut: Future<Output = R> + Send + 'static,
+    R: Send + 'static,
+{
+    let consumer = partitioned.consumer().clone();
+    let reports: Arc<Mutex<Vec<R>>> = Arc::default();
+    let sink = Arc::clone(&reports);
+    let leases = with_requeued_redelivery(
+        &consumer,
+        &shutdown,
+        partitioned.run(shutdown.clone(), move |partition| {
+            let run = runner(partition);
+            let sink = Arc::clone(&sink);
+            async move {
+                let report = run.await;
+                sink.lock().unwrap_or_else(|p| p.into_inner()).push(report);
+            }
+        }),
+    )
+    .await;
+    let reports = std::mem::take(&mut *reports.lock().unwrap_or_else(|p| p.into_inner()));
+    (leases, reports)
+}
