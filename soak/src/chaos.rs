@@ -1,5 +1,6 @@
 //! The killer: while the chaos lasts, every 1–3 s a random relay or consumer is killed
-//! (`SIGKILL`) and started again; every 8–15 s the producer is; every 10–20 s the broker
+//! (`SIGKILL`) and started again (in the partitioned mode, the partitions a killed consumer
+//! held are watched until another instance holds them: [`Takeovers`]); every 8–15 s the producer is; every 10–20 s the broker
 //! server is killed and, 1–2 s later, started again; every 3–6 s PostgreSQL terminates the
 //! relays' backends. The schedule comes from a seeded generator (`--seed`).
 
@@ -12,12 +13,24 @@ use crate::SoakError;
 use crate::broker::BrokerServer;
 use crate::process::{Kind, Processes};
 use crate::relay::APPLICATION_NAME_PREFIX;
+use crate::takeover::Takeovers;
 
 /// Which faults the killer brings (the process kills and backend terminations always).
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Faults {
     /// Whether the broker server is killed and restarted.
     pub broker_restarts: bool,
+}
+
+/// When the chaos ends, its schedule's seed and the faults it brings.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    /// The end of the chaos.
+    pub until: Instant,
+    /// The seed of the schedule.
+    pub seed: u64,
+    /// The faults.
+    pub faults: Faults,
 }
 
 /// What the killer did.
@@ -72,14 +85,18 @@ impl Schedule {
 /// When a process cannot be started again or the broker not restarted: the soak cannot go
 /// on.
 pub async fn run(
-    until: Instant,
-    seed: u64,
-    faults: Faults,
+    window: Window,
     processes: &mut Processes,
     broker: &mut BrokerServer,
     admin: &DatabaseConnection,
     database: &str,
+    takeovers: &Takeovers,
 ) -> Result<ChaosCounts, SoakError> {
+    let Window {
+        until,
+        seed,
+        faults,
+    } = window;
     let mut counts = ChaosCounts::default();
     let mut schedule = Schedule::new(seed, Instant::now());
     loop {
@@ -94,7 +111,17 @@ pub async fn run(
                 processes.running(|kind| matches!(kind, Kind::Relay(_) | Kind::Consumer(_)));
             if !victims.is_empty() {
                 let victim = victims[schedule.rng.usize(..victims.len())];
+                let pid = processes
+                    .pid(victim)
+                    .filter(|_| matches!(victim, Kind::Consumer(_)));
+                let held = match pid {
+                    Some(pid) => takeovers.held_by(pid).await,
+                    None => Vec::new(),
+                };
                 processes.kill(victim).await?;
+                if let Some(pid) = pid {
+                    takeovers.watch(pid, held, Instant::now());
+                }
                 match victim {
                     Kind::Relay(_) => counts.relay_kills += 1,
                     _ => counts.consumer_kills += 1,

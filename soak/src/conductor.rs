@@ -18,7 +18,8 @@ use crate::chaos;
 use crate::databases::{Databases, connect};
 use crate::plan::{Broker, Plan};
 use crate::process::{Kind, Processes};
-use crate::report::Report;
+use crate::report::{Partitioned, Report};
+use crate::takeover::Takeovers;
 use crate::verify;
 
 /// The partitions of each share's Kafka topic: more than one, so that the consumers'
@@ -69,9 +70,16 @@ pub struct RunArgs {
     /// Relay processes (1 to 8).
     #[arg(long, default_value_t = 3)]
     relays: u32,
-    /// Consumer processes, each consuming its share of the aggregates (1 to 8).
+    /// Consumer processes, each consuming its share of the aggregates (1 to 8); with
+    /// `--partitions`, instances of one partitioned consumer.
     #[arg(long, default_value_t = 2)]
     consumers: u32,
+    /// Partitioned mode (NATS): the relays route each customer to one of this many
+    /// partitions (1 to 64) and every consumer process takes the partitions it holds leases
+    /// for; a killed consumer's partitions are taken over by the others (takeover times in
+    /// the report). 0: the share mode, one consumer process per share of the customers.
+    #[arg(long, default_value_t = 0)]
+    partitions: u32,
     /// Seed of the chaos schedule (default: from the clock; the report prints it).
     #[arg(long)]
     seed: Option<u64>,
@@ -127,6 +135,12 @@ impl RunArgs {
         }
         if !(1..=8).contains(&self.relays) || !(1..=8).contains(&self.consumers) {
             return bad("--relays and --consumers must be between 1 and 8");
+        }
+        if self.partitions > 64 {
+            return bad("--partitions must be between 0 (the share mode) and 64");
+        }
+        if self.partitions > 0 && self.broker != Broker::Nats {
+            return bad("--partitions runs on `--broker nats` so far");
         }
         if self.orders.is_some_and(|orders| orders > 10_000_000) {
             return bad("--orders must be at most 10000000");
@@ -211,6 +225,7 @@ async fn soak(
             .unwrap_or(u64::from(args.rate) * args.duration.as_secs()),
         rate: args.rate,
         shares: args.consumers,
+        partitions: args.partitions,
     };
     if plan.broker == Broker::Nats {
         let client = nats::connect(&plan.broker_url)
@@ -261,14 +276,23 @@ async fn chaos_then_verify(
     let faults = chaos::Faults {
         broker_restarts: !args.no_broker_restarts,
     };
-    let counts = chaos::run(
-        started + args.duration,
+    let takeovers = Takeovers::new(if plan.partitions > 0 {
+        Some(connect(&plan.mariadb_url, 2).await?)
+    } else {
+        None
+    });
+    let window = chaos::Window {
+        until: started + args.duration,
         seed,
         faults,
+    };
+    let counts = chaos::run(
+        window,
         processes,
         broker,
         &admin,
         databases.name(),
+        &takeovers,
     )
     .await?;
     let chaos_time = started.elapsed();
@@ -304,7 +328,7 @@ async fn chaos_then_verify(
     .await?;
     producer.close().await?;
     consumer.close().await?;
-    Ok(Report::new(
+    let mut report = Report::new(
         args.broker.name(),
         faults,
         seed,
@@ -313,7 +337,15 @@ async fn chaos_then_verify(
         counts,
         processes.unexpected_exits,
         verdict,
-    ))
+    );
+    if plan.partitions > 0 {
+        report.partitioned = Some(Partitioned {
+            partitions: plan.partitions,
+            consumers: plan.shares,
+            takeovers: takeovers.stats(),
+        });
+    }
+    Ok(report)
 }
 
 /// A line on standard output (the report is the binary's output; logs go to stderr).

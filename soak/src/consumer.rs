@@ -1,7 +1,8 @@
 //! The consumer role: a consumer of one share's messages feeding the inbox on MariaDB,
 //! whose `#[inbox_handler]` records each effect in `soak_effects` (in the order it committed
 //! them: the verifier reads that order back). NATS: a durable consumer of the share's
-//! subjects; Redis: the consumer group `soak` on the share's stream, under a consumer name
+//! subjects, or (`--partitions`) an instance of the partitioned consumer, one durable per
+//! partition it holds a lease for; Redis: the consumer group `soak` on the share's stream, under a consumer name
 //! that survives restarts; RabbitMQ: the share's durable queue with a single active
 //! consumer; Kafka: a consumer group of its own on the share's topic. It runs until it is
 //! killed.
@@ -15,6 +16,7 @@ use outbox_brokers::redis::{self as redis_streams, RedisConsumerRunner};
 use outbox_core::Envelope;
 use outbox_core::policy::Backoff;
 use outbox_seaorm::inbox::Consumer;
+use outbox_seaorm::inbox::partitioned::PartitionedConsumer;
 use outbox_seaorm::{Outbox, UnitOfWork, inbox_handler};
 use sea_orm::{ConnectionTrait as _, DbBackend, DbErr, Statement};
 use tokio_util::sync::CancellationToken;
@@ -22,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::SoakError;
 use crate::contract::CustomerOrderedV1;
 use crate::databases::connect;
-use crate::plan::{Broker, CONSUMER, Plan};
+use crate::plan::{Broker, CONSUMER, Plan, consumer_instance};
 
 /// Applies an order: one effect row, in the inbox's transaction.
 #[inbox_handler(consumer = "soak.orders")]
@@ -64,6 +66,20 @@ pub fn durable(share: u32) -> String {
     format!("soak-share-{share}")
 }
 
+/// The partitioned mode's instance of `consumer` in this process: short leases (3 s, a
+/// heartbeat every 500 ms), so that a killed process's partitions move within seconds.
+fn partitioned(plan: &Plan, consumer: Consumer) -> Result<PartitionedConsumer, SoakError> {
+    PartitionedConsumer::builder(consumer, plan.partitions)
+        .instance_id(consumer_instance(std::process::id()))
+        .lease_ttl(PARTITION_LEASE_TTL)
+        .heartbeat_interval(Duration::from_millis(500))
+        .build()
+        .map_err(|error| SoakError::Setup(error.to_string()))
+}
+
+/// The lease TTL of the partitioned mode's consumers.
+pub const PARTITION_LEASE_TTL: Duration = Duration::from_secs(3);
+
 /// Runs the consumer of `share` until killed (or until its runner stops: the conductor
 /// restarts it).
 ///
@@ -87,16 +103,25 @@ pub async fn run(plan: &Plan, share: u32) -> Result<(), SoakError> {
             let client = nats::connect(&plan.broker_url)
                 .await
                 .map_err(|error| broker(&error))?;
-            let runner = NatsConsumerRunner::builder(client, consumer, &plan.stream)
-                .durable_name(durable(share))
-                .filter_subject(plan.share_filter(share))
+            let builder = NatsConsumerRunner::builder(client, consumer.clone(), &plan.stream)
                 .ack_wait(Duration::from_secs(2))
                 .fetch_wait(Duration::from_millis(500))
                 .redelivery_backoff(redelivery_backoff())
-                .retry_backoff(retry_backoff())
-                .build()
-                .map_err(|error| broker(&error))?;
-            format!("{:?}", runner.run(shutdown).await)
+                .retry_backoff(retry_backoff());
+            if plan.partitions > 0 {
+                let runner = builder
+                    .durable_name("soak-partitioned")
+                    .build_partitioned(partitioned(plan, consumer)?, plan.partitioned_route())
+                    .map_err(|error| broker(&error))?;
+                format!("{:?}", runner.run(shutdown).await)
+            } else {
+                let runner = builder
+                    .durable_name(durable(share))
+                    .filter_subject(plan.share_filter(share))
+                    .build()
+                    .map_err(|error| broker(&error))?;
+                format!("{:?}", runner.run(shutdown).await)
+            }
         }
         Broker::Redis => {
             let client = redis_streams::open(&plan.broker_url).map_err(|error| broker(&error))?;

@@ -23,6 +23,7 @@ mod process;
 mod producer;
 mod relay;
 mod report;
+mod takeover;
 mod verify;
 
 use std::process::ExitCode;

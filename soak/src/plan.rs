@@ -3,6 +3,7 @@
 //! conductor writes it; the child roles read it from `OUTBOX_SOAK_PLAN` (JSON).
 
 use clap::ValueEnum;
+use outbox_brokers::route::PartitionedRoute;
 use serde::{Deserialize, Serialize};
 
 use crate::SoakError;
@@ -61,8 +62,13 @@ pub struct Plan {
     pub orders: u64,
     /// Orders per second the producer places at most.
     pub rate: u32,
-    /// Consumer processes: each consumes the aggregates of its share.
+    /// Consumer processes: each consumes the aggregates of its share (or, partitioned,
+    /// the partitions it holds leases for).
     pub shares: u32,
+    /// Partitions of the partitioned mode (`--partitions`): every consumer process is an
+    /// instance of one partitioned consumer; 0: the share mode, one consumer per share.
+    #[serde(default)]
+    pub partitions: u32,
 }
 
 impl Plan {
@@ -112,6 +118,22 @@ impl Plan {
     pub fn share_stream(&self, share: u32) -> String {
         format!("{}:s{share}", self.subject_prefix)
     }
+}
+
+impl Plan {
+    /// The partitioned mode's route: partition `p`'s messages go to
+    /// `<prefix>.p<p>.<event type>` (NATS subjects).
+    pub fn partitioned_route(&self) -> PartitionedRoute {
+        PartitionedRoute::new(format!("{}.p", self.subject_prefix), self.partitions)
+            .with_event_type()
+    }
+}
+
+/// The instance id of the partitioned consumer in process `pid`: `soak-consumer-<pid>`,
+/// new per start, so that a killed process's partitions are taken over through their
+/// leases' expiry.
+pub fn consumer_instance(pid: u32) -> String {
+    format!("soak-consumer-{pid}")
 }
 
 /// The name of customer `n` (an aggregate id).

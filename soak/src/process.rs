@@ -111,6 +111,15 @@ impl Processes {
         Ok(())
     }
 
+    /// The process id of the running child of `kind`.
+    pub fn pid(&self, kind: Kind) -> Option<u32> {
+        self.slots
+            .iter()
+            .find(|slot| slot.kind == kind)
+            .and_then(|slot| slot.child.as_ref())
+            .and_then(Child::id)
+    }
+
     /// Starts the child of `kind` again if it is not running (and not done).
     ///
     /// # Errors

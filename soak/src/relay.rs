@@ -52,10 +52,14 @@ pub async fn run(plan: &Plan, instance: u32) -> Result<(), SoakError> {
             let client = nats::connect(&plan.broker_url)
                 .await
                 .map_err(|error| SoakError::Broker(error.to_string()))?;
-            let plan = plan.clone();
-            let route = Route::custom(move |envelope| {
-                plan.share_subject(share(envelope), &envelope.event_type)
-            });
+            let route = if plan.partitions > 0 {
+                Route::partitioned(plan.partitioned_route())
+            } else {
+                let plan = plan.clone();
+                Route::custom(move |envelope| {
+                    plan.share_subject(share(envelope), &envelope.event_type)
+                })
+            };
             let publisher = NatsPublisher::builder(client)
                 .route(route)
                 .ack_timeout(Duration::from_secs(1))

@@ -6,7 +6,19 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::chaos::{ChaosCounts, Faults};
+use crate::takeover::TakeoverStats;
 use crate::verify::Verdict;
+
+/// The partitioned mode of a soak (`--partitions`).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Partitioned {
+    /// The partitions.
+    pub partitions: u32,
+    /// The consumer processes sharing them.
+    pub consumers: u32,
+    /// How long killed consumers' partitions took to be held by another instance.
+    pub takeovers: TakeoverStats,
+}
 
 /// One soak's outcome.
 #[derive(Debug, Clone, Serialize)]
@@ -34,6 +46,8 @@ pub struct Report {
     pub orders_per_second: f64,
     /// Effects applied per second, from the start until quiet.
     pub effects_per_second: f64,
+    /// The partitioned mode, when it ran.
+    pub partitioned: Option<Partitioned>,
 }
 
 impl Report {
@@ -63,12 +77,16 @@ impl Report {
             orders_per_second: verdict.orders as f64 / chaos_seconds.max(0.001),
             effects_per_second: verdict.effects as f64 / until_quiet.max(0.001),
             verdict,
+            partitioned: None,
         }
     }
 
-    /// Whether the soak passed: quiet in time and every count that must be 0 is.
+    /// Whether the soak passed: quiet in time and every count that must be 0 is (in the
+    /// partitioned mode, every killed consumer's partitions were taken over).
     pub fn passed(&self) -> bool {
-        self.quiesce_seconds.is_some() && self.verdict.passed()
+        self.quiesce_seconds.is_some()
+            && self.verdict.passed()
+            && self.partitioned.is_none_or(|p| p.takeovers.unseen == 0)
     }
 }
 
@@ -106,6 +124,19 @@ impl fmt::Display for Report {
         }
         writeln!(f, "  backend terminations {}", c.backend_terminations)?;
         writeln!(f, "  unexpected exits     {}", self.unexpected_exits)?;
+        if let Some(p) = &self.partitioned {
+            let t = &p.takeovers;
+            writeln!(
+                f,
+                "  partitioned          {} partitions over {} consumers",
+                p.partitions, p.consumers
+            )?;
+            writeln!(
+                f,
+                "  takeovers            {} measured (median {:.1} s, max {:.1} s), {} not seen",
+                t.measured, t.median_seconds, t.max_seconds, t.unseen
+            )?;
+        }
         writeln!(
             f,
             "  throughput           {:.0} orders/s placed, {:.0} effects/s applied",
