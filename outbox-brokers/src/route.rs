@@ -187,6 +187,11 @@ impl PartitionedRoute {
         self.partitions
     }
 
+    /// The prefix of every destination.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
     /// Whether destinations end in `.<event type>`.
     pub fn has_event_type(&self) -> bool {
         self.event_type

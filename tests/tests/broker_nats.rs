@@ -17,13 +17,13 @@ use futures_util::StreamExt as _;
 
 use e2e_orders::{
     CONSUMER, applied, assert_in_order, closed_port, consumer_tables, count, eventually,
-    inbox_and_dead_letters, inbox_consumer, order, through_proxy, with_payload,
+    inbox_and_dead_letters, inbox_consumer, order, partitioned_consumer,
+    partitioned_kills_and_a_join, through_proxy, with_payload,
 };
 use outbox_brokers::nats::async_nats::connection::State;
 use outbox_brokers::nats::async_nats::jetstream;
 use outbox_brokers::nats::{
-    self, NatsConsumerRunner, NatsPartitionedRunner, NatsPublisher, NatsStream, async_nats,
-    durable_name_for,
+    self, NatsConsumerRunner, NatsPublisher, NatsStream, async_nats, durable_name_for,
 };
 use outbox_brokers::route::{PartitionedRoute, Route};
 use outbox_core::cloudevents::{self, header};
@@ -909,40 +909,11 @@ async fn the_runner_redelivers_requeued_dead_letters() {
     fixture.close().await;
 }
 
-/// A partitioned runner of the fixture's stream on the consumer database `db`: instance
-/// `id`, `partitions` partitions on `route`, short leases (a killed instance's partitions
-/// move within 2 s).
-fn partitioned_runner(
-    fixture: &Fixture,
-    db: &sea_orm::DatabaseConnection,
-    outbox: &Outbox,
-    route: &PartitionedRoute,
-    id: &str,
-) -> NatsPartitionedRunner {
-    let inbox = inbox_consumer(db, outbox, 3);
-    let partitioned = PartitionedConsumer::builder(inbox.clone(), route.partitions())
-        .instance_id(id)
-        .lease_ttl(Duration::from_secs(2))
-        .heartbeat_interval(Duration::from_millis(250))
-        .build()
-        .unwrap();
-    NatsConsumerRunner::builder(fixture.client.clone(), inbox, fixture.stream.name())
-        .ack_wait(Duration::from_secs(2))
-        .fetch_wait(Duration::from_millis(300))
-        .build_partitioned(partitioned, route.clone())
-        .unwrap()
-}
-
 /// Three processes of one consumer share six partitions (one durable each, filtered by
-/// the partition in the subject). While 40 customers place 15 orders each, one process is
-/// killed (its runners die with it, its deliveries unacknowledged, its leases left to
-/// expire) and replaced three times, and a fourth joins mid-stream: every order is applied
-/// once and each customer's in order; the killed processes' partitions were taken over, the
-/// replacements' deliveries restarted at the ack floor rather than after `ack_wait`.
+/// the partition in the subject), one killed and replaced three times, a fourth joining:
+/// every order applied once, each customer's in order ([`partitioned_kills_and_a_join`]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitioned_runners_apply_once_and_in_order_across_kills_and_a_join() {
-    const CUSTOMERS: usize = 40;
-    const ORDERS: u32 = 15;
     let test = "partitioned_runners_apply_once_and_in_order_across_kills_and_a_join";
     let Some(fixture) = Fixture::new(test).await else {
         return;
@@ -958,57 +929,20 @@ async fn partitioned_runners_apply_once_and_in_order_across_kills_and_a_join() {
         .ack_timeout(Duration::from_secs(2))
         .build();
     let shutdown = CancellationToken::new();
-    let start = |id: &str| {
-        tokio::spawn(
-            partitioned_runner(&fixture, db.conn(), &outbox, &route, id).run(shutdown.clone()),
-        )
-    };
-    let a = start("a");
-    let b = start("b");
-    let mut victim = start("c-0");
-    let producing = tokio::spawn(async move {
-        for n in 0..ORDERS {
-            let batch: Vec<Envelope> = (0..CUSTOMERS).map(|customer| order(customer, n)).collect();
-            let results = publisher.publish(&batch).await.unwrap();
-            assert!(results.iter().all(Result::is_ok), "{results:?}");
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-    });
-    for round in 1..=3 {
-        tokio::time::sleep(Duration::from_millis(900)).await;
-        victim.abort();
-        assert!(victim.await.unwrap_err().is_cancelled());
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        victim = start(&format!("c-{round}"));
-    }
-    let d = start("d");
-    producing.await.unwrap();
-    let total = CUSTOMERS * ORDERS as usize;
-    assert!(
-        eventually(Duration::from_secs(60), async || applied(db.conn())
-            .await
-            .len()
-            >= total)
-        .await,
-        "{} of {total} applied",
-        applied(db.conn()).await.len()
-    );
-    // Quiet for a while: nothing more is applied (no duplicate effect arrives late).
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let rows = applied(db.conn()).await;
-    assert_eq!(rows.len(), total);
-    assert_in_order(&rows, ORDERS);
-    assert_eq!(
-        inbox_and_dead_letters(db.conn(), &outbox).await,
-        (i64::try_from(total).unwrap(), 0)
-    );
-    shutdown.cancel();
-    let mut started = 0;
-    for run in [a, b, victim, d] {
-        let report = run.await.unwrap();
-        started += report.partitions.started;
-    }
-    assert!(started >= 6, "every partition ran somewhere: {started}");
+    partitioned_kills_and_a_join(db.conn(), &outbox, publisher, &shutdown, |id| {
+        let (inbox, partitioned) = partitioned_consumer(db.conn(), &outbox, 6, id);
+        let runner =
+            NatsConsumerRunner::builder(fixture.client.clone(), inbox, fixture.stream.name())
+                .ack_wait(Duration::from_secs(2))
+                .fetch_wait(Duration::from_millis(300))
+                .build_partitioned(partitioned, route.clone())
+                .unwrap();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            runner.run(shutdown).await;
+        })
+    })
+    .await;
     db.close().await;
     fixture.close().await;
 }

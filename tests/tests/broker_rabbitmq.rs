@@ -20,7 +20,7 @@ use outbox_brokers::rabbitmq::lapin::options::{
 use outbox_brokers::rabbitmq::lapin::types::{AMQPValue, FieldTable};
 use outbox_brokers::rabbitmq::lapin::{Channel, Connection, ConnectionProperties};
 use outbox_brokers::rabbitmq::{RabbitConsumerRunner, RabbitPublisher};
-use outbox_brokers::route::Route;
+use outbox_brokers::route::{PartitionedRoute, Route};
 use outbox_core::Raise as _;
 use outbox_core::cloudevents::header;
 use outbox_core::mapping::{ContractMapper, ContractSink, MapError};
@@ -1322,5 +1322,52 @@ async fn the_runner_redelivers_requeued_dead_letters() {
     )
     .await
     .unwrap();
+    db.close().await;
+}
+
+/// Three processes of one consumer share six partitions (one queue each, single active
+/// consumer), one killed and replaced three times, a fourth joining: every order applied
+/// once, each customer's in order (`e2e_orders::partitioned_kills_and_a_join`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_runners_apply_once_and_in_order_across_kills_and_a_join() {
+    let test = "partitioned_runners_apply_once_and_in_order_across_kills_and_a_join";
+    let Some(url) = service(Service::RabbitMq, test) else {
+        return;
+    };
+    let Some(db) = TestDb::postgres(test).await else {
+        return;
+    };
+    let outbox = Outbox::default();
+    e2e_orders::consumer_tables(db.conn(), &outbox).await;
+    let exchange = unique("t-partitioned");
+    let queue = unique("t-partitioned-q");
+    let route = PartitionedRoute::new(format!("{exchange}.p"), 6);
+    let runner = |id: &str| {
+        let (inbox, partitioned) = e2e_orders::partitioned_consumer(db.conn(), &outbox, 6, id);
+        RabbitConsumerRunner::builder(url.as_str(), exchange.as_str(), queue.as_str(), inbox)
+            .prefetch(8)
+            .reconnect_delay(Duration::from_millis(100), Duration::from_millis(500))
+            .redelivery_delay(Duration::from_millis(200))
+            .build_partitioned(partitioned, route.clone())
+            .unwrap()
+    };
+    let template = runner("declare");
+    template.declare_topology().await.unwrap();
+    let queues: Vec<String> = (0..6).map(|p| template.queue(p)).collect();
+    let publisher = RabbitPublisher::builder(url.as_str(), exchange.as_str())
+        .route(Route::partitioned(route.clone()))
+        .build()
+        .unwrap();
+    let shutdown = CancellationToken::new();
+    e2e_orders::partitioned_kills_and_a_join(db.conn(), &outbox, publisher, &shutdown, |id| {
+        let runner = runner(id);
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            runner.run(shutdown).await;
+        })
+    })
+    .await;
+    let queues: Vec<&str> = queues.iter().map(String::as_str).collect();
+    cleanup(&url, &exchange, &queues).await;
     db.close().await;
 }

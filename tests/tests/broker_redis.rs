@@ -17,14 +17,15 @@ use std::time::{Duration, Instant};
 
 use e2e_orders::{
     CONSUMER, applied, assert_in_order, closed_port, consumer_tables, eventually,
-    inbox_and_dead_letters, inbox_consumer, order, through_proxy, with_payload,
+    inbox_and_dead_letters, inbox_consumer, order, partitioned_consumer,
+    partitioned_kills_and_a_join, through_proxy, with_payload,
 };
 use outbox_brokers::redis::client::aio::ConnectionManager;
 use outbox_brokers::redis::client::streams::StreamRangeReply;
 use outbox_brokers::redis::{
     self, FIELD_BODY, FIELD_KEY, RedisConsumerRunner, RedisPublisher, connection_config,
 };
-use outbox_brokers::route::Route;
+use outbox_brokers::route::{PartitionedRoute, Route};
 use outbox_core::cloudevents::{self, header};
 use outbox_core::policy::Backoff;
 use outbox_core::publish::{PublishErrorKind, Publisher as _};
@@ -828,6 +829,47 @@ async fn an_oversized_message_is_dead_lettered_and_the_next_one_applies() {
     assert!(raw.truncated);
     assert_eq!(raw.body_bytes, oversized.payload.len() as u64);
     assert_eq!(applied(db.conn()).await[0].customer_id, "customer-001");
+    db.close().await;
+    fixture.close().await;
+}
+
+/// Three processes of one consumer share six partitions (one stream each, read under the
+/// partition's consumer name), one killed and replaced three times, a fourth joining:
+/// every order applied once, each customer's in order ([`partitioned_kills_and_a_join`]).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_runners_apply_once_and_in_order_across_kills_and_a_join() {
+    let test = "partitioned_runners_apply_once_and_in_order_across_kills_and_a_join";
+    let Some(fixture) = Fixture::new(test).await else {
+        return;
+    };
+    let Some(db) = TestDb::postgres(test).await else {
+        return;
+    };
+    let outbox = Outbox::default();
+    consumer_tables(db.conn(), &outbox).await;
+    let stream = format!("{}p", fixture.prefix);
+    let route = PartitionedRoute::new(stream.clone(), 6);
+    let publisher = RedisPublisher::builder(fixture.connection.clone())
+        .route(Route::partitioned(route.clone()))
+        .build();
+    let shutdown = CancellationToken::new();
+    partitioned_kills_and_a_join(db.conn(), &outbox, publisher, &shutdown, |id| {
+        let (inbox, partitioned) = partitioned_consumer(db.conn(), &outbox, 6, id);
+        let runner = RedisConsumerRunner::builder(fixture.client.clone(), inbox, stream.clone())
+            .block(Duration::from_millis(300))
+            .redelivery_backoff(
+                Backoff::new()
+                    .with_min_delay(Duration::from_millis(200))
+                    .with_max_delay(Duration::from_millis(500)),
+            )
+            .build_partitioned(partitioned, route.clone())
+            .unwrap();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            runner.run(shutdown).await;
+        })
+    })
+    .await;
     db.close().await;
     fixture.close().await;
 }

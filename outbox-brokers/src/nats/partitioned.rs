@@ -103,6 +103,7 @@ impl NatsPartitionedRunner {
                 let number = partition.number();
                 let runner = template.for_partition(
                     partition.consumer().clone(),
+                    partition.held().clone(),
                     format!("{durable}-p{number}"),
                     format!("{}.>", route.partition_destination(number)),
                 );

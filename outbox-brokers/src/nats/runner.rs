@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{NatsError, is_broker_header};
 use outbox_seaorm::inbox::ConsumerError;
+use outbox_seaorm::inbox::partitioned::LeaseHeld;
 
 use crate::settle::{Settlement, settle, with_requeued_redelivery};
 
@@ -84,7 +85,13 @@ impl std::ops::AddAssign for RunnerReport {
 impl NatsConsumerRunner {
     /// The runner of one partition: this runner's settings on durable `durable` filtered by
     /// `filter`, settling with `inbox` (fenced by the partition's lease), exclusive.
-    pub(super) fn for_partition(&self, inbox: Consumer, durable: String, filter: String) -> Self {
+    pub(super) fn for_partition(
+        &self,
+        inbox: Consumer,
+        held: LeaseHeld,
+        durable: String,
+        filter: String,
+    ) -> Self {
         Self {
             client: self.client.clone(),
             context: self.context.clone(),
@@ -101,6 +108,7 @@ impl NatsConsumerRunner {
             redelivery_backoff: self.redelivery_backoff,
             retry_backoff: self.retry_backoff,
             exclusive: true,
+            held: Some(held),
         }
     }
 
@@ -272,6 +280,7 @@ impl NatsConsumerRunnerBuilder {
             redelivery_backoff: self.redelivery_backoff,
             retry_backoff: self.retry_backoff,
             exclusive: false,
+            held: None,
         })
     }
 }
@@ -310,6 +319,8 @@ pub struct NatsConsumerRunner {
     /// left unacknowledged at start are restarted from the ack floor at once instead of
     /// waiting for their `ack_wait`.
     exclusive: bool,
+    /// A partition runner's lease: checked before every pull.
+    held: Option<LeaseHeld>,
 }
 
 /// Why a batch stopped settling messages.
@@ -621,6 +632,10 @@ impl NatsConsumerRunner {
         report: &mut RunnerReport,
         redeliveries: &mut u32,
     ) -> BatchEnd {
+        if self.held.as_ref().is_some_and(|held| !held.holds()) {
+            tracing::info!(consumer = %self.durable, "partition lease no longer held: not pulling");
+            return BatchEnd::Cancelled;
+        }
         let connects = self.connects();
         let request = pull
             .batch()

@@ -86,10 +86,12 @@
 //!   be settled is nacked with requeue. A lost connection requeues every unacknowledged
 //!   message; the inbox applies each message id once.
 
+mod partitioned;
 mod publisher;
 mod runner;
 
 pub use lapin;
+pub use partitioned::RabbitPartitionedRunner;
 pub use publisher::{
     DEFAULT_CONFIRM_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_SIZE, RabbitPublisher,
     RabbitPublisherBuilder,

@@ -11,7 +11,8 @@ use lapin::options::{
 use lapin::protocol::{AMQPErrorKind, AMQPSoftError};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{Channel, Connection, ConnectionProperties, ErrorKind};
-use outbox_seaorm::inbox::Consumer;
+use outbox_seaorm::inbox::partitioned::LeaseHeld;
+use outbox_seaorm::inbox::{Consumer, ConsumerError};
 use tokio_util::sync::CancellationToken;
 
 use super::{RabbitError, declare_exchange, received_headers, short};
@@ -144,6 +145,11 @@ impl RabbitConsumerRunnerBuilder {
         self
     }
 
+    /// Whether bindings were given.
+    pub(super) fn has_bindings(&self) -> bool {
+        !self.bindings.is_empty()
+    }
+
     /// Checks the configuration. Does not connect: [`RabbitConsumerRunner::run`] does.
     ///
     /// # Errors
@@ -183,6 +189,7 @@ impl RabbitConsumerRunnerBuilder {
             connect_timeout: self.connect_timeout,
             ack_timeout: self.ack_timeout,
             connection_name,
+            held: None,
         })
     }
 }
@@ -210,12 +217,55 @@ pub struct RabbitConsumerRunner {
     connect_timeout: Duration,
     ack_timeout: Duration,
     connection_name: String,
+    /// A partition runner's lease: checked before every message is settled.
+    held: Option<LeaseHeld>,
 }
 
 /// How a consuming session ended without an error.
 enum Ended {
     Shutdown,
     Redeliver,
+}
+
+impl RabbitConsumerRunner {
+    /// The runner of one partition: this runner's settings on queue `queue` bound with
+    /// `binding` only, single active consumer, settling with `inbox` (fenced by the
+    /// partition's lease).
+    pub(super) fn for_partition(
+        &self,
+        inbox: Consumer,
+        held: Option<LeaseHeld>,
+        queue: String,
+        binding: String,
+    ) -> Self {
+        let mut arguments = self.arguments.clone();
+        arguments.insert(
+            ShortString::from("x-single-active-consumer"),
+            AMQPValue::Boolean(true),
+        );
+        Self {
+            uri: self.uri.clone(),
+            exchange: self.exchange.clone(),
+            connection_name: format!("{} {queue}", self.connection_name),
+            queue,
+            consumer: inbox,
+            bindings: vec![binding],
+            prefetch: self.prefetch,
+            reconnect_delay: self.reconnect_delay,
+            reconnect_delay_max: self.reconnect_delay_max,
+            redelivery_delay: self.redelivery_delay,
+            arguments,
+            declare: self.declare,
+            connect_timeout: self.connect_timeout,
+            ack_timeout: self.ack_timeout,
+            held,
+        }
+    }
+
+    /// The exchange.
+    pub(super) fn exchange(&self) -> &str {
+        &self.exchange
+    }
 }
 
 impl RabbitConsumerRunner {
@@ -281,7 +331,7 @@ impl RabbitConsumerRunner {
     }
 
     /// The subscription loop of [`run`](Self::run).
-    async fn subscription(self, shutdown: CancellationToken) -> Result<(), RabbitError> {
+    pub(super) async fn subscription(self, shutdown: CancellationToken) -> Result<(), RabbitError> {
         let mut delay = self.reconnect_delay;
         loop {
             if shutdown.is_cancelled() {
@@ -414,27 +464,44 @@ impl RabbitConsumerRunner {
                     )));
                 }
             };
-            let headers = received_headers(&delivery.properties);
-            match settle(&self.consumer, &headers, &delivery.data).await {
-                Settlement::Ack(_) => {
-                    let ack = delivery.ack(BasicAckOptions::default());
-                    if let Err(error) = self.bounded("basic.ack", ack, &mut lost).await {
-                        // Not acknowledged: the broker redelivers it; the inbox skips it.
-                        break Err(error);
-                    }
-                }
-                Settlement::Redeliver(_) => {
+            let settlement = if self.held.as_ref().is_some_and(|held| !held.holds()) {
+                None
+            } else {
+                let headers = received_headers(&delivery.properties);
+                Some(settle(&self.consumer, &headers, &delivery.data).await)
+            };
+            match settlement {
+                // A partition runner without its lease: everything back to the queue, in
+                // order, for the new owner.
+                None | Some(Settlement::Redeliver(ConsumerError::LeaseLost { .. })) => {
                     let nack = delivery.nack(BasicNackOptions {
                         multiple: false,
                         requeue: true,
                     });
-                    if let Err(error) = self.bounded("basic.nack", nack, &mut lost).await {
-                        break Err(error);
-                    }
-                    // Closing the channel requeues the prefetched messages behind it in
-                    // their original order.
-                    break Ok(Ended::Redeliver);
+                    let _ = self.bounded("basic.nack", nack, &mut lost).await;
+                    break Ok(Ended::Shutdown);
                 }
+                Some(settlement) => match settlement {
+                    Settlement::Ack(_) => {
+                        let ack = delivery.ack(BasicAckOptions::default());
+                        if let Err(error) = self.bounded("basic.ack", ack, &mut lost).await {
+                            // Not acknowledged: the broker redelivers it; the inbox skips it.
+                            break Err(error);
+                        }
+                    }
+                    Settlement::Redeliver(_) => {
+                        let nack = delivery.nack(BasicNackOptions {
+                            multiple: false,
+                            requeue: true,
+                        });
+                        if let Err(error) = self.bounded("basic.nack", nack, &mut lost).await {
+                            break Err(error);
+                        }
+                        // Closing the channel requeues the prefetched messages behind it in
+                        // their original order.
+                        break Ok(Ended::Redeliver);
+                    }
+                },
             }
         };
         if connection.status().connected() {

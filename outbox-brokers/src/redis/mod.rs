@@ -94,12 +94,14 @@
 //! The publisher classifies connection errors as transient; the runner keeps its own
 //! connection (its `XREADGROUP … BLOCK` would hold a shared one) and retries with backoff.
 
+mod partitioned;
 mod publisher;
 mod runner;
 
 use std::time::Duration;
 
 pub use ::redis as client;
+pub use partitioned::RedisPartitionedRunner;
 pub use publisher::{
     DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_STREAM_PREFIX, RedisPublisher, RedisPublisherBuilder,
 };

@@ -5,7 +5,8 @@ use std::time::Duration;
 use ::redis::Value;
 use ::redis::aio::ConnectionManager;
 use outbox_core::policy::Backoff;
-use outbox_seaorm::inbox::Consumer;
+use outbox_seaorm::inbox::partitioned::LeaseHeld;
+use outbox_seaorm::inbox::{Consumer, ConsumerError};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -36,6 +37,16 @@ pub struct RunnerReport {
     pub trimmed: u64,
     /// Broker errors retried (connection lost, timeouts, refused commands).
     pub broker_errors: u64,
+}
+
+impl std::ops::AddAssign for RunnerReport {
+    fn add_assign(&mut self, other: Self) {
+        self.acked += other.acked;
+        self.redelivered += other.redelivered;
+        self.claimed += other.claimed;
+        self.trimmed += other.trimmed;
+        self.broker_errors += other.broker_errors;
+    }
 }
 
 /// The default consumer name: `$HOSTNAME` when set, else `consumer-<process id>`.
@@ -187,6 +198,7 @@ impl RedisConsumerRunnerBuilder {
             claim_min_idle: self.claim_min_idle,
             redelivery_backoff: self.redelivery_backoff,
             retry_backoff: self.retry_backoff,
+            held: None,
         })
     }
 }
@@ -218,6 +230,8 @@ pub struct RedisConsumerRunner {
     claim_min_idle: Duration,
     redelivery_backoff: Backoff,
     retry_backoff: Backoff,
+    /// A partition runner's lease: checked before every read.
+    held: Option<LeaseHeld>,
 }
 
 /// One stream entry as read: its id and fields (`None` when its data was trimmed away).
@@ -296,8 +310,42 @@ impl RedisConsumerRunner {
         with_requeued_redelivery(&consumer, &shutdown, self.subscription(shutdown.clone())).await
     }
 
+    /// The runner of one partition: this runner's settings on stream `stream` under the
+    /// consumer name `name` (the same for every owner of the partition, so that a new
+    /// owner reads its predecessor's pending entries first, in order), settling with
+    /// `inbox` (fenced by the partition's lease), without claims (nobody else reads the
+    /// stream).
+    pub(super) fn for_partition(
+        &self,
+        inbox: Consumer,
+        held: LeaseHeld,
+        stream: String,
+        name: String,
+    ) -> Self {
+        Self {
+            client: self.client.clone(),
+            inbox,
+            stream,
+            group: self.group.clone(),
+            consumer_name: name,
+            start_id: self.start_id.clone(),
+            batch_size: self.batch_size,
+            block: self.block,
+            claim_interval: Duration::ZERO,
+            claim_min_idle: self.claim_min_idle,
+            redelivery_backoff: self.redelivery_backoff,
+            retry_backoff: self.retry_backoff,
+            held: Some(held),
+        }
+    }
+
+    /// The inbox consumer's name.
+    pub(super) fn inbox_name(&self) -> &str {
+        self.inbox.name()
+    }
+
     /// The subscription loop of [`run`](Self::run).
-    async fn subscription(self, shutdown: CancellationToken) -> RunnerReport {
+    pub(super) async fn subscription(self, shutdown: CancellationToken) -> RunnerReport {
         let mut report = RunnerReport::default();
         // Replies of a blocking read take up to `block`: the response timeout must exceed it.
         let config = super::connection_config(self.block + Duration::from_secs(5));
@@ -346,6 +394,10 @@ impl RedisConsumerRunner {
                             break 'attempt Some(error);
                         }
                     }
+                }
+                if self.held.as_ref().is_some_and(|held| !held.holds()) {
+                    tracing::info!(stream = %self.stream, "partition lease no longer held: not reading");
+                    break 'run;
                 }
                 let from = if own_pending_first { "0" } else { ">" };
                 let read = tokio::select! {
@@ -529,6 +581,11 @@ impl RedisConsumerRunner {
                     Settlement::Ack(delivered) => {
                         tracing::trace!(entry = %entry.id, ?delivered, "settled");
                         report.acked += 1;
+                    }
+                    // A partition runner without its lease: the entry stays pending under
+                    // the partition's consumer name, for the new owner.
+                    Settlement::Redeliver(ConsumerError::LeaseLost { .. }) => {
+                        return Settled::Cancelled;
                     }
                     Settlement::Redeliver(_) => {
                         report.redelivered += 1;

@@ -730,3 +730,87 @@ pub async fn a_dead_letter_holds_its_aggregate_across_a_crash<T: Send + 'static>
     shutdown.cancel();
     let _ = second.await;
 }
+
+/// The partitioned consumer instance `id` of the broker tests on `db`: the tests' inbox
+/// consumer spread over `partitions` partitions, short leases (a killed instance's
+/// partitions move within 2 s).
+pub fn partitioned_consumer(
+    db: &DatabaseConnection,
+    outbox: &Outbox,
+    partitions: u32,
+    id: &str,
+) -> (
+    Consumer,
+    outbox_seaorm::inbox::partitioned::PartitionedConsumer,
+) {
+    let inbox = inbox_consumer(db, outbox, 3);
+    let partitioned =
+        outbox_seaorm::inbox::partitioned::PartitionedConsumer::builder(inbox.clone(), partitions)
+            .instance_id(id)
+            .lease_ttl(Duration::from_secs(2))
+            .heartbeat_interval(Duration::from_millis(250))
+            .build()
+            .unwrap();
+    (inbox, partitioned)
+}
+
+/// The partitioned scenario of every broker: three processes of one consumer share the
+/// partitions (`start(id)` runs instance `id` until `shutdown`); while 40 customers place
+/// 15 orders each (published straight through `publisher`, batch by batch), one process is
+/// killed (its task aborted: its partition runners die with it, deliveries unacknowledged,
+/// leases left to expire) and replaced three times, and a fourth joins mid-stream. Every
+/// order is applied once, each customer's in order.
+pub async fn partitioned_kills_and_a_join<P, S>(
+    db: &DatabaseConnection,
+    outbox: &Outbox,
+    publisher: P,
+    shutdown: &CancellationToken,
+    mut start: S,
+) where
+    P: Publisher + 'static,
+    S: FnMut(&str) -> JoinHandle<()>,
+{
+    const CUSTOMERS: usize = 40;
+    const ORDERS: u32 = 15;
+    let a = start("a");
+    let b = start("b");
+    let mut victim = start("c-0");
+    let producing = tokio::spawn(async move {
+        for n in 0..ORDERS {
+            let batch: Vec<Envelope> = (0..CUSTOMERS).map(|customer| order(customer, n)).collect();
+            let results = publisher.publish(&batch).await.unwrap();
+            assert!(results.iter().all(Result::is_ok), "{results:?}");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    });
+    for round in 1..=3 {
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        victim.abort();
+        assert!(victim.await.unwrap_err().is_cancelled());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        victim = start(&format!("c-{round}"));
+    }
+    let d = start("d");
+    producing.await.unwrap();
+    let total = CUSTOMERS * ORDERS as usize;
+    assert!(
+        eventually(Duration::from_secs(60), async || applied(db).await.len()
+            >= total)
+        .await,
+        "{} of {total} applied",
+        applied(db).await.len()
+    );
+    // Quiet for a while: nothing more is applied (no duplicate effect arrives late).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rows = applied(db).await;
+    assert_eq!(rows.len(), total);
+    assert_in_order(&rows, ORDERS);
+    assert_eq!(
+        inbox_and_dead_letters(db, outbox).await,
+        (i64::try_from(total).unwrap(), 0)
+    );
+    shutdown.cancel();
+    for run in [a, b, victim, d] {
+        run.await.unwrap();
+    }
+}

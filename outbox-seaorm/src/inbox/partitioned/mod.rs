@@ -62,7 +62,8 @@ mod builder;
 mod fence;
 mod supervisor;
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
@@ -128,6 +129,30 @@ pub struct Partition {
     token: i64,
     consumer: Consumer,
     stop: CancellationToken,
+    held: LeaseHeld,
+}
+
+/// Whether a partition runner may still read its partition: its stop token is not
+/// cancelled and the instance's last lease renewal is recent enough (started less than the
+/// lease TTL minus one heartbeat interval ago, on this process's monotonic clock). A runner
+/// checks it before each read from the broker, so that a process that was paused past its
+/// leases' expiry (and may have been replaced meanwhile) does not take deliveries from the
+/// new owner's partition on resuming, before its supervisor noticed. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct LeaseHeld {
+    valid_until: Arc<Mutex<Option<Instant>>>,
+    stop: CancellationToken,
+}
+
+impl LeaseHeld {
+    /// Whether the lease is still held (see the [type documentation](Self)).
+    pub fn holds(&self) -> bool {
+        let valid_until = *self
+            .valid_until
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        !self.stop.is_cancelled() && valid_until.is_some_and(|until| Instant::now() < until)
+    }
 }
 
 impl Partition {
@@ -151,5 +176,10 @@ impl Partition {
     /// or lost. Stop after the message in progress; leave the rest unacknowledged.
     pub fn stop(&self) -> &CancellationToken {
         &self.stop
+    }
+
+    /// Whether the runner may still read the partition; check before each read.
+    pub fn held(&self) -> &LeaseHeld {
+        &self.held
     }
 }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use chrono::TimeDelta;
@@ -10,7 +11,7 @@ use sea_orm::DbErr;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::{Fence, Partition, PartitionedConsumer};
+use super::{Fence, LeaseHeld, Partition, PartitionedConsumer};
 use crate::lease::owner_of;
 use crate::sql::{Members, Store};
 
@@ -64,6 +65,8 @@ struct Supervisor<'a> {
     /// wanted again) once they have.
     stopping: BTreeMap<u32, Task>,
     last_renewal: Option<Instant>,
+    /// Until when the leases renewed last count as held (see [`LeaseHeld`]).
+    valid_until: Arc<Mutex<Option<Instant>>>,
     ensured: bool,
     report: PartitionedReport,
 }
@@ -95,6 +98,7 @@ impl PartitionedConsumer {
             running: BTreeMap::new(),
             stopping: BTreeMap::new(),
             last_renewal: None,
+            valid_until: Arc::default(),
             ensured: false,
             report: PartitionedReport::default(),
         };
@@ -157,6 +161,7 @@ impl Supervisor<'_> {
         let consumer = &self.partitioned.consumer;
         let db = consumer.db();
         let name = consumer.name();
+        let renewal = Instant::now();
         let now = consumer.outbox().clock().now();
         let ttl = self.ttl();
         if !self.ensured {
@@ -222,7 +227,15 @@ impl Supervisor<'_> {
             .await?
             .into_iter()
             .collect();
-        self.last_renewal = Some(Instant::now());
+        self.last_renewal = Some(renewal);
+        let margin = self
+            .partitioned
+            .lease_ttl
+            .saturating_sub(self.partitioned.heartbeat_interval);
+        *self
+            .valid_until
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(renewal + margin);
         for &partition in &desired {
             let token = owned.get(self.lease(partition)).copied();
             match (self.running.get(&partition), token) {
@@ -285,6 +298,10 @@ impl Supervisor<'_> {
             token,
             consumer: consumer.fenced(fence),
             stop: stop.clone(),
+            held: LeaseHeld {
+                valid_until: Arc::clone(&self.valid_until),
+                stop: stop.clone(),
+            },
         })));
         self.report.started += 1;
         tracing::info!(
