@@ -74,7 +74,7 @@ pub struct RunArgs {
     /// `--partitions`, instances of one partitioned consumer.
     #[arg(long, default_value_t = 2)]
     consumers: u32,
-    /// Partitioned mode (NATS): the relays route each customer to one of this many
+    /// Partitioned mode (NATS, Redis, RabbitMQ): the relays route each customer to one of this many
     /// partitions (1 to 64) and every consumer process takes the partitions it holds leases
     /// for; a killed consumer's partitions are taken over by the others (takeover times in
     /// the report). 0: the share mode, one consumer process per share of the customers.
@@ -139,8 +139,8 @@ impl RunArgs {
         if self.partitions > 64 {
             return bad("--partitions must be between 0 (the share mode) and 64");
         }
-        if self.partitions > 0 && self.broker != Broker::Nats {
-            return bad("--partitions runs on `--broker nats` so far");
+        if self.partitions > 0 && self.broker == Broker::Kafka {
+            return bad("--partitions runs on NATS, Redis and RabbitMQ (Kafka: not yet)");
         }
         if self.orders.is_some_and(|orders| orders > 10_000_000) {
             return bad("--orders must be at most 10000000");

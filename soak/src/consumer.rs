@@ -1,11 +1,12 @@
-//! The consumer role: a consumer of one share's messages feeding the inbox on MariaDB,
-//! whose `#[inbox_handler]` records each effect in `soak_effects` (in the order it committed
-//! them: the verifier reads that order back). NATS: a durable consumer of the share's
-//! subjects, or (`--partitions`) an instance of the partitioned consumer, one durable per
-//! partition it holds a lease for; Redis: the consumer group `soak` on the share's stream, under a consumer name
-//! that survives restarts; RabbitMQ: the share's durable queue with a single active
-//! consumer; Kafka: a consumer group of its own on the share's topic. It runs until it is
-//! killed.
+//! The consumer role: a consumer feeding the inbox on MariaDB, whose `#[inbox_handler]`
+//! records each effect in `soak_effects` (in the order it committed them: the verifier
+//! reads that order back). With `--partitions` (NATS, Redis, RabbitMQ) it is an instance of
+//! the partitioned consumer, with one durable, stream or queue per partition it holds a
+//! lease for. Otherwise it consumes one share's messages. NATS: a durable consumer of the
+//! share's subjects; Redis: the consumer group `soak` on the share's stream, under a
+//! consumer name that survives restarts; RabbitMQ: the share's durable queue with a single
+//! active consumer; Kafka: a consumer group of its own on the share's topic. It runs until
+//! it is killed.
 
 use std::time::Duration;
 
@@ -125,33 +126,59 @@ pub async fn run(plan: &Plan, share: u32) -> Result<(), SoakError> {
         }
         Broker::Redis => {
             let client = redis_streams::open(&plan.broker_url).map_err(|error| broker(&error))?;
-            let runner = RedisConsumerRunner::builder(client, consumer, plan.share_stream(share))
+            let stream = if plan.partitions > 0 {
+                plan.partitioned_stream()
+            } else {
+                plan.share_stream(share)
+            };
+            let builder = RedisConsumerRunner::builder(client, consumer.clone(), stream)
                 .group("soak")
-                .consumer_name(durable(share))
                 .block(Duration::from_millis(500))
                 .redelivery_backoff(redelivery_backoff())
-                .retry_backoff(retry_backoff())
-                .build()
-                .map_err(|error| broker(&error))?;
-            format!("{:?}", runner.run(shutdown).await)
+                .retry_backoff(retry_backoff());
+            if plan.partitions > 0 {
+                let runner = builder
+                    .build_partitioned(partitioned(plan, consumer)?, plan.partitioned_route())
+                    .map_err(|error| broker(&error))?;
+                format!("{:?}", runner.run(shutdown).await)
+            } else {
+                let runner = builder
+                    .consumer_name(durable(share))
+                    .build()
+                    .map_err(|error| broker(&error))?;
+                format!("{:?}", runner.run(shutdown).await)
+            }
         }
         Broker::Rabbitmq => {
-            let runner = RabbitConsumerRunner::builder(
+            let queue = if plan.partitions > 0 {
+                plan.partitioned_queue()
+            } else {
+                plan.share_name(share)
+            };
+            let builder = RabbitConsumerRunner::builder(
                 plan.broker_url.clone(),
                 plan.subject_prefix.clone(),
-                plan.share_name(share),
-                consumer,
+                queue,
+                consumer.clone(),
             )
-            .bind(format!("{}.#", plan.share_name(share)))
-            .single_active_consumer(true)
             .reconnect_delay(Duration::from_millis(200), Duration::from_secs(1))
             .redelivery_delay(Duration::from_millis(200))
             .connect_timeout(Duration::from_secs(1))
             .ack_timeout(Duration::from_secs(2))
-            .connection_name(durable(share))
-            .build()
-            .map_err(|error| broker(&error))?;
-            format!("{:?}", runner.run(shutdown).await)
+            .connection_name(durable(share));
+            if plan.partitions > 0 {
+                let runner = builder
+                    .build_partitioned(partitioned(plan, consumer)?, plan.partitioned_route())
+                    .map_err(|error| broker(&error))?;
+                format!("{:?}", runner.run(shutdown).await)
+            } else {
+                let runner = builder
+                    .bind(format!("{}.#", plan.share_name(share)))
+                    .single_active_consumer(true)
+                    .build()
+                    .map_err(|error| broker(&error))?;
+                format!("{:?}", runner.run(shutdown).await)
+            }
         }
         Broker::Kafka => {
             // The only member of its group; a short session timeout lets the broker forget

@@ -121,11 +121,25 @@ impl Plan {
 }
 
 impl Plan {
-    /// The partitioned mode's route: partition `p`'s messages go to
-    /// `<prefix>.p<p>.<event type>` (NATS subjects).
+    /// The partitioned mode's route: partition `p`'s messages go to the subject (NATS) or
+    /// routing key (RabbitMQ, bound as `<prefix>.p<p>.#`) `<prefix>.p<p>.<event type>`, or
+    /// to the stream `<prefix>:p<p>` (Redis).
     pub fn partitioned_route(&self) -> PartitionedRoute {
-        PartitionedRoute::new(format!("{}.p", self.subject_prefix), self.partitions)
-            .with_event_type()
+        match self.broker {
+            Broker::Redis => PartitionedRoute::new(self.partitioned_stream(), self.partitions),
+            _ => PartitionedRoute::new(format!("{}.p", self.subject_prefix), self.partitions)
+                .with_event_type(),
+        }
+    }
+
+    /// The prefix of the partitioned mode's Redis streams: `<prefix>:p`.
+    pub fn partitioned_stream(&self) -> String {
+        format!("{}:p", self.subject_prefix)
+    }
+
+    /// The prefix of the partitioned mode's RabbitMQ queues (`<prefix>.partitioned.p<p>`).
+    pub fn partitioned_queue(&self) -> String {
+        format!("{}.partitioned", self.subject_prefix)
     }
 }
 

@@ -71,18 +71,26 @@ pub async fn run(plan: &Plan, instance: u32) -> Result<(), SoakError> {
                 .map_err(|error| SoakError::Broker(error.to_string()))?;
             let connection = redis_streams::connection(&client)
                 .map_err(|error| SoakError::Broker(error.to_string()))?;
-            let plan = plan.clone();
-            let route = Route::custom(move |envelope| plan.share_stream(share(envelope)));
+            let route = if plan.partitions > 0 {
+                Route::partitioned(plan.partitioned_route())
+            } else {
+                let plan = plan.clone();
+                Route::custom(move |envelope| plan.share_stream(share(envelope)))
+            };
             let publisher = RedisPublisher::builder(connection).route(route).build();
             relay(db, outbox, publisher, instance).await
         }
         Broker::Rabbitmq => {
             let exchange = plan.subject_prefix.clone();
-            let plan = plan.clone();
             let url = plan.broker_url.clone();
-            let route = Route::custom(move |envelope| {
-                plan.share_subject(share(envelope), &envelope.event_type)
-            });
+            let route = if plan.partitions > 0 {
+                Route::partitioned(plan.partitioned_route())
+            } else {
+                let plan = plan.clone();
+                Route::custom(move |envelope| {
+                    plan.share_subject(share(envelope), &envelope.event_type)
+                })
+            };
             let publisher = RabbitPublisher::builder(url, exchange)
                 .route(route)
                 .confirm_timeout(Duration::from_secs(1))
