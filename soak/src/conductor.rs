@@ -74,7 +74,7 @@ pub struct RunArgs {
     /// `--partitions`, instances of one partitioned consumer.
     #[arg(long, default_value_t = 2)]
     consumers: u32,
-    /// Partitioned mode (NATS, Redis, RabbitMQ): the relays route each customer to one of this many
+    /// Partitioned mode: the relays route each customer to one of this many
     /// partitions (1 to 64) and every consumer process takes the partitions it holds leases
     /// for; a killed consumer's partitions are taken over by the others (takeover times in
     /// the report). 0: the share mode, one consumer process per share of the customers.
@@ -138,9 +138,6 @@ impl RunArgs {
         }
         if self.partitions > 64 {
             return bad("--partitions must be between 0 (the share mode) and 64");
-        }
-        if self.partitions > 0 && self.broker == Broker::Kafka {
-            return bad("--partitions runs on NATS, Redis and RabbitMQ (Kafka: not yet)");
         }
         if self.orders.is_some_and(|orders| orders > 10_000_000) {
             return bad("--orders must be at most 10000000");
@@ -236,7 +233,11 @@ async fn soak(
             .await
             .map_err(|error| SoakError::Broker(error.to_string()))?;
     }
-    if plan.broker == Broker::Kafka {
+    if plan.broker == Broker::Kafka && plan.partitions > 0 {
+        broker
+            .create_topic(&plan.partitioned_queue(), plan.partitions)
+            .await?;
+    } else if plan.broker == Broker::Kafka {
         for share in 0..plan.shares {
             broker
                 .create_topic(&plan.share_name(share), KAFKA_PARTITIONS)
@@ -276,7 +277,8 @@ async fn chaos_then_verify(
     let faults = chaos::Faults {
         broker_restarts: !args.no_broker_restarts,
     };
-    let takeovers = Takeovers::new(if plan.partitions > 0 {
+    // Kafka's partitions follow the group's assignment, not leases: nothing to watch.
+    let takeovers = Takeovers::new(if plan.partitions > 0 && plan.broker != Broker::Kafka {
         Some(connect(&plan.mariadb_url, 2).await?)
     } else {
         None
@@ -342,7 +344,7 @@ async fn chaos_then_verify(
         report.partitioned = Some(Partitioned {
             partitions: plan.partitions,
             consumers: plan.shares,
-            takeovers: takeovers.stats(),
+            takeovers: (plan.broker != Broker::Kafka).then(|| takeovers.stats()),
         });
     }
     Ok(report)

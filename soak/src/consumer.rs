@@ -2,7 +2,8 @@
 //! records each effect in `soak_effects` (in the order it committed them: the verifier
 //! reads that order back). With `--partitions` (NATS, Redis, RabbitMQ) it is an instance of
 //! the partitioned consumer, with one durable, stream or queue per partition it holds a
-//! lease for. Otherwise it consumes one share's messages. NATS: a durable consumer of the
+//! lease for on Kafka, a member of one consumer group on a partitioned topic. Otherwise it
+//! consumes one share's messages. NATS: a durable consumer of the
 //! share's subjects; Redis: the consumer group `soak` on the share's stream, under a
 //! consumer name that survives restarts; RabbitMQ: the share's durable queue with a single
 //! active consumer; Kafka: a consumer group of its own on the share's topic. It runs until
@@ -181,21 +182,24 @@ pub async fn run(plan: &Plan, share: u32) -> Result<(), SoakError> {
             }
         }
         Broker::Kafka => {
-            // The only member of its group; a short session timeout lets the broker forget
-            // a killed member within seconds.
-            let runner = KafkaConsumerRunner::builder(
-                plan.broker_url.clone(),
-                [plan.share_name(share)],
-                consumer,
-            )
-            .group_id(durable(share))
-            .set("client.id", durable(share))
-            .commit_interval(Duration::from_millis(200))
-            .redelivery_delay(Duration::from_millis(200))
-            .set("session.timeout.ms", "6000")
-            .set("heartbeat.interval.ms", "500")
-            .build()
-            .map_err(|error| broker(&error))?;
+            // A short session timeout lets the broker forget a killed member within
+            // seconds.
+            // Partitioned: every consumer in one group on the partitioned topic, the
+            // group's assignment spreading its partitions.
+            let (topic, group) = if plan.partitions > 0 {
+                (plan.partitioned_queue(), "soak-partitioned".to_owned())
+            } else {
+                (plan.share_name(share), durable(share))
+            };
+            let runner = KafkaConsumerRunner::builder(plan.broker_url.clone(), [topic], consumer)
+                .group_id(group)
+                .set("client.id", durable(share))
+                .commit_interval(Duration::from_millis(200))
+                .redelivery_delay(Duration::from_millis(200))
+                .set("session.timeout.ms", "6000")
+                .set("heartbeat.interval.ms", "500")
+                .build()
+                .map_err(|error| broker(&error))?;
             format!("{:?}", runner.run(shutdown).await)
         }
     };

@@ -123,7 +123,8 @@ impl Plan {
 impl Plan {
     /// The partitioned mode's route: partition `p`'s messages go to the subject (NATS) or
     /// routing key (RabbitMQ, bound as `<prefix>.p<p>.#`) `<prefix>.p<p>.<event type>`, or
-    /// to the stream `<prefix>:p<p>` (Redis).
+    /// to the stream `<prefix>:p<p>` (Redis). (Kafka's partitioned mode is one topic of
+    /// [`partitioned_queue`](Self::partitioned_queue)'s name, partitioned by the key.)
     pub fn partitioned_route(&self) -> PartitionedRoute {
         match self.broker {
             Broker::Redis => PartitionedRoute::new(self.partitioned_stream(), self.partitions),
@@ -137,7 +138,9 @@ impl Plan {
         format!("{}:p", self.subject_prefix)
     }
 
-    /// The prefix of the partitioned mode's RabbitMQ queues (`<prefix>.partitioned.p<p>`).
+    /// The partitioned mode's Kafka topic (`<prefix>.partitioned`, one partition per
+    /// partition: the consumer group assigns them), and the prefix of its RabbitMQ queues
+    /// (`<prefix>.partitioned.p<p>`).
     pub fn partitioned_queue(&self) -> String {
         format!("{}.partitioned", self.subject_prefix)
     }

@@ -101,9 +101,13 @@ pub async fn run(plan: &Plan, instance: u32) -> Result<(), SoakError> {
             relay(db, outbox, publisher, instance).await
         }
         Broker::Kafka => {
-            let plan = plan.clone();
             let url = plan.broker_url.clone();
-            let route = Route::custom(move |envelope| plan.share_name(share(envelope)));
+            let route = if plan.partitions > 0 {
+                Route::fixed(plan.partitioned_queue())
+            } else {
+                let plan = plan.clone();
+                Route::custom(move |envelope| plan.share_name(share(envelope)))
+            };
             // One record per record batch: tansu 0.6 answers a fetch from an offset inside
             // a batch with the batches after it, so a consumer resuming mid-batch would
             // skip the rest of it (see `outbox_brokers::kafka`).

@@ -16,8 +16,9 @@ pub struct Partitioned {
     pub partitions: u32,
     /// The consumer processes sharing them.
     pub consumers: u32,
-    /// How long killed consumers' partitions took to be held by another instance.
-    pub takeovers: TakeoverStats,
+    /// How long killed consumers' partitions took to be held by another instance (`None`:
+    /// Kafka, whose group assignment the soak does not watch).
+    pub takeovers: Option<TakeoverStats>,
 }
 
 /// One soak's outcome.
@@ -86,7 +87,10 @@ impl Report {
     pub fn passed(&self) -> bool {
         self.quiesce_seconds.is_some()
             && self.verdict.passed()
-            && self.partitioned.is_none_or(|p| p.takeovers.unseen == 0)
+            && self
+                .partitioned
+                .and_then(|p| p.takeovers)
+                .is_none_or(|t| t.unseen == 0)
     }
 }
 
@@ -125,17 +129,22 @@ impl fmt::Display for Report {
         writeln!(f, "  backend terminations {}", c.backend_terminations)?;
         writeln!(f, "  unexpected exits     {}", self.unexpected_exits)?;
         if let Some(p) = &self.partitioned {
-            let t = &p.takeovers;
             writeln!(
                 f,
                 "  partitioned          {} partitions over {} consumers",
                 p.partitions, p.consumers
             )?;
-            writeln!(
-                f,
-                "  takeovers            {} measured (median {:.1} s, max {:.1} s), {} not seen",
-                t.measured, t.median_seconds, t.max_seconds, t.unseen
-            )?;
+            match &p.takeovers {
+                Some(t) => writeln!(
+                    f,
+                    "  takeovers            {} measured (median {:.1} s, max {:.1} s), {} not seen",
+                    t.measured, t.median_seconds, t.max_seconds, t.unseen
+                )?,
+                None => writeln!(
+                    f,
+                    "  takeovers            not watched (the consumer group assigns partitions)"
+                )?,
+            }
         }
         writeln!(
             f,

@@ -1130,3 +1130,55 @@ async fn the_runner_redelivers_requeued_dead_letters() {
     .unwrap();
     db.close().await;
 }
+
+/// Kafka's own partitioned consumption: three processes in one consumer group on a topic of
+/// six partitions, one leaving and replaced three times (its runner dropped: it leaves the
+/// group, the broker reassigns its partitions, its uncommitted records are consumed again
+/// by their new owner), a fourth joining: every order applied once, each customer's in
+/// order — the group's assignment keeps each partition with one member, the inbox absorbs
+/// what a takeover consumes twice (`e2e_orders::partitioned_kills_and_a_join`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_group_applies_once_and_in_order_across_leaves_and_a_join() {
+    let test = "a_consumer_group_applies_once_and_in_order_across_leaves_and_a_join";
+    let Some(tansu) = Tansu::shared(test).await else {
+        return;
+    };
+    let Some(db) = TestDb::postgres(test).await else {
+        return;
+    };
+    let outbox = Outbox::default();
+    e2e_orders::consumer_tables(db.conn(), &outbox).await;
+    let topic = unique("t-group");
+    tansu.create_topic(&topic, 6).await;
+    // One record per batch: tansu answers a fetch from inside a batch with the batches after
+    // it (`outbox_brokers::kafka`), and members resume at committed offsets.
+    let publisher = KafkaPublisher::builder(tansu.bootstrap())
+        .route(Route::fixed(topic.as_str()))
+        .set("batch.num.messages", "1")
+        .build()
+        .unwrap();
+    let group = unique("t-group");
+    let shutdown = CancellationToken::new();
+    e2e_orders::partitioned_kills_and_a_join(db.conn(), &outbox, publisher, &shutdown, |id| {
+        let runner = KafkaConsumerRunner::builder(
+            tansu.bootstrap(),
+            [topic.clone()],
+            e2e_orders::inbox_consumer(db.conn(), &outbox, 3),
+        )
+        .group_id(group.as_str())
+        .set("client.id", id)
+        .commit_interval(Duration::from_millis(200))
+        .redelivery_delay(Duration::from_millis(200))
+        .set("session.timeout.ms", "6000")
+        .set("heartbeat.interval.ms", "500")
+        .build()
+        .unwrap();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let _ = runner.run(shutdown).await;
+        })
+    })
+    .await;
+    db.close().await;
+    tansu.delete_topic(&topic).await;
+}
