@@ -11,7 +11,12 @@
 //! - (d) **raw business only**: the 3 raw updates through sqlx, no inbox (a − d is what the
 //!   inbox row costs in raw SQL, b − c what it costs in the framework);
 //! - (e) **dispatch**: `Consumer::deliver` of the same envelope (routing by event type,
-//!   retries, metrics) around (b).
+//!   retries, metrics) around (b);
+//! - (f) **fenced**: (e) through a partitioned consumer's partition (the lease row read
+//!   share-locked in every transaction, `outbox_seaorm::inbox::partitioned`). The benchmark
+//!   holds one partition per client, message `n` goes to partition `n` modulo their number
+//!   (a partition runner settles one message at a time, so a lease row rarely has two
+//!   lockers).
 //!
 //! Every mode gets a fresh envelope (new message id, built with `Envelope::from_event`) per
 //! transaction, inside the timed section, and decodes its payload as `OrderPlacedV1` (the
@@ -19,7 +24,7 @@
 //! books `3n`, `3n + 1`, `3n + 2` (modulo the stock size), so concurrent clients do not wait
 //! on each other's rows.
 //!
-//! Printed: transactions per second, b/a, b/c, a/d, and e/b (from the totals of every round,
+//! Printed: transactions per second, b/a, b/c, a/d, e/b and f/e (from the totals of every round,
 //! then the median of the per-round ratios); then the CPU time per transaction in each mode,
 //! of the client (this process, every thread) and of the server (the benchmark's PostgreSQL
 //! backends, when PostgreSQL runs on this machine), read from `/proc/<pid>/task/*/schedstat`.
@@ -131,15 +136,18 @@ pub enum Mode {
     RawBusinessOnly,
     /// (e) `Consumer::deliver`.
     Deliver,
+    /// (f) `Consumer::deliver` fenced by a partition lease.
+    Fenced,
 }
 
 impl Mode {
-    const ALL: [Mode; 5] = [
+    const ALL: [Mode; 6] = [
         Mode::Raw,
         Mode::Framework,
         Mode::BusinessOnly,
         Mode::RawBusinessOnly,
         Mode::Deliver,
+        Mode::Fenced,
     ];
 }
 
@@ -148,6 +156,8 @@ struct Bench {
     pool: PgPool,
     outbox: Outbox,
     consumer: Consumer,
+    /// One fenced consumer per partition held.
+    fenced: Vec<Consumer>,
     books: u64,
     next: AtomicU64,
 }
@@ -263,6 +273,17 @@ impl Bench {
         }
     }
 
+    async fn fenced(&self) -> Result<(), BoxError> {
+        let envelope = self.message()?;
+        let n = self.next.load(Ordering::Relaxed);
+        let partition = usize::try_from(n).unwrap_or(0) % self.fenced.len().max(1);
+        let consumer = self.fenced.get(partition).ok_or("no partition held")?;
+        match consumer.deliver(&envelope).await? {
+            Delivered::Applied { attempts: 1 } => Ok(()),
+            other => Err(format!("fenced deliver: {other:?}").into()),
+        }
+    }
+
     async fn once(&self, mode: Mode) -> Result<(), BoxError> {
         match mode {
             Mode::Raw => self.raw().await,
@@ -270,6 +291,7 @@ impl Bench {
             Mode::BusinessOnly => self.business_only().await,
             Mode::RawBusinessOnly => self.raw_business_only().await,
             Mode::Deliver => self.deliver().await,
+            Mode::Fenced => self.fenced().await,
         }
     }
 }
@@ -444,12 +466,14 @@ async fn run_on(url: &str, args: &InboxArgs) -> Result<(), BoxError> {
     let outbox = Outbox::default();
     outbox_seaorm::schema::install(&db, &outbox).await?;
     let consumer = Consumer::builder(db.clone(), outbox.clone(), CONSUMER).build()?;
+    let (fenced, leases) = hold_partitions(&consumer, max_clients).await?;
     let pool = db.get_postgres_connection_pool().clone();
     let bench = Arc::new(Bench {
         db,
         pool,
         outbox,
         consumer,
+        fenced,
         books: args.books,
         next: AtomicU64::new(0),
     });
@@ -474,23 +498,25 @@ async fn run_on(url: &str, args: &InboxArgs) -> Result<(), BoxError> {
     );
     println!(
         "(a) raw sqlx  (b) inbox::apply  (c) SeaORM business only  (d) raw business only  \
-         (e) Consumer::deliver"
+         (e) Consumer::deliver  (f) fenced deliver"
     );
     println!(
-        "{:>7}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>6}  {:>6}  {:>6}  {:>6}",
+        "{:>7}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>9}  {:>6}  {:>6}  {:>6}  {:>6}  {:>6}",
         "clients",
         "(a) tx/s",
         "(b) tx/s",
         "(c) tx/s",
         "(d) tx/s",
         "(e) tx/s",
+        "(f) tx/s",
         "b/a",
         "b/c",
         "a/d",
-        "e/b"
+        "e/b",
+        "f/e"
     );
-    // (numerator, denominator) of each printed ratio: b/a, b/c, a/d, e/b.
-    const RATIOS: [(usize, usize); 4] = [(1, 0), (1, 2), (0, 3), (4, 1)];
+    // (numerator, denominator) of each printed ratio: b/a, b/c, a/d, e/b, f/e.
+    const RATIOS: [(usize, usize); 5] = [(1, 0), (1, 2), (0, 3), (4, 1), (5, 4)];
     let number = |value: Option<f64>, width: usize, decimals: usize| {
         value.map_or_else(
             || format!("{:>width$}", "-"),
@@ -562,16 +588,16 @@ async fn run_on(url: &str, args: &InboxArgs) -> Result<(), BoxError> {
          bursts of load from other processes than the ratios of the totals above):"
     );
     println!(
-        "{:>7}  {:>6}  {:>6}  {:>6}  {:>6}",
-        "clients", "b/a", "b/c", "a/d", "e/b"
+        "{:>7}  {:>6}  {:>6}  {:>6}  {:>6}  {:>6}",
+        "clients", "b/a", "b/c", "a/d", "e/b", "f/e"
     );
     for line in median_lines {
         println!("{line}");
     }
     println!("lowest-highest per-round ratio:");
     println!(
-        "{:>7}  {:>13}  {:>13}  {:>13}  {:>13}",
-        "clients", "b/a", "b/c", "a/d", "e/b"
+        "{:>7}  {:>13}  {:>13}  {:>13}  {:>13}  {:>13}",
+        "clients", "b/a", "b/c", "a/d", "e/b", "f/e"
     );
     for line in spread_lines {
         println!("{line}");
@@ -581,8 +607,8 @@ async fn run_on(url: &str, args: &InboxArgs) -> Result<(), BoxError> {
          benchmark's PostgreSQL backends; `-` when PostgreSQL is not local)"
     );
     println!(
-        "{:>7}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}",
-        "clients", "(a)", "(b)", "(c)", "(d)", "(e)"
+        "{:>7}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}  {:>11}",
+        "clients", "(a)", "(b)", "(c)", "(d)", "(e)", "(f)"
     );
     for line in cpu_lines {
         println!("{line}");
@@ -599,5 +625,42 @@ async fn run_on(url: &str, args: &InboxArgs) -> Result<(), BoxError> {
         "checked: {inbox_rows} inbox rows, {reserved} copies reserved over {} messages",
         bench.next.load(Ordering::Relaxed)
     );
+    leases.cancel();
     Ok(())
+}
+
+/// Takes `partitions` partitions of the benchmark's consumer (a partitioned consumer of
+/// its own, the only instance, long leases) and returns their fenced consumers, with the
+/// token that stops the partitioned consumer.
+async fn hold_partitions(
+    consumer: &Consumer,
+    partitions: usize,
+) -> Result<(Vec<Consumer>, tokio_util::sync::CancellationToken), BoxError> {
+    use outbox_seaorm::inbox::partitioned::{Partition, PartitionedConsumer};
+
+    let count = u32::try_from(partitions.max(1))?;
+    let partitioned = PartitionedConsumer::builder(consumer.clone(), count)
+        .instance_id("bench")
+        .lease_ttl(Duration::from_secs(600))
+        .heartbeat_interval(Duration::from_secs(5))
+        .build()?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(
+        partitioned.run(shutdown.clone(), move |partition: Partition| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(partition.consumer().clone());
+                partition.stop().cancelled().await;
+            }
+        }),
+    );
+    let mut fenced = Vec::with_capacity(partitions);
+    while fenced.len() < partitions.max(1) {
+        let consumer = tokio::time::timeout(Duration::from_secs(30), rx.recv())
+            .await?
+            .ok_or("the partitioned consumer stopped")?;
+        fenced.push(consumer);
+    }
+    Ok((fenced, shutdown))
 }

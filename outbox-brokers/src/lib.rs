@@ -5,10 +5,10 @@
 //!
 //! | feature | publisher | consumer runner |
 //! |---|---|---|
-//! | `nats` | [`nats::NatsPublisher`] (JetStream, `Nats-Msg-Id` = message id) | [`nats::NatsConsumerRunner`] (durable pull consumer) |
-//! | `rabbitmq` | [`rabbitmq::RabbitPublisher`] (publisher confirms, `message-id`) | [`rabbitmq::RabbitConsumerRunner`] (durable queue) |
-//! | `kafka` | [`kafka::KafkaPublisher`] (idempotent producer, key = aggregate id) | [`kafka::KafkaConsumerRunner`] (consumer group) |
-//! | `redis` | [`redis::RedisPublisher`] (`XADD`) | [`redis::RedisConsumerRunner`] (consumer group, `XACK`) |
+//! | `nats` | [`nats::NatsPublisher`] (JetStream, `Nats-Msg-Id` = message id) | [`nats::NatsConsumerRunner`] (durable pull consumer); [`nats::NatsPartitionedRunner`] (a durable per partition) |
+//! | `rabbitmq` | [`rabbitmq::RabbitPublisher`] (publisher confirms, `message-id`) | [`rabbitmq::RabbitConsumerRunner`] (durable queue); [`rabbitmq::RabbitPartitionedRunner`] (a queue per partition) |
+//! | `kafka` | [`kafka::KafkaPublisher`] (idempotent producer, key = aggregate id) | [`kafka::KafkaConsumerRunner`] (consumer group: several processes share its partitions) |
+//! | `redis` | [`redis::RedisPublisher`] (`XADD`) | [`redis::RedisConsumerRunner`] (consumer group, `XACK`); [`redis::RedisPartitionedRunner`] (a stream per partition) |
 //!
 //! Every publisher implements [`outbox_core::Publisher`] for the relay: CloudEvents
 //! binary-mode headers from the shared mapping ([`outbox_core::cloudevents`]), the broker's

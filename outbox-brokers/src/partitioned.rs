@@ -1,5 +1,5 @@
 //! What every partitioned runner does: run a
-//! [`PartitionedConsumer`](outbox_seaorm::inbox::partitioned::PartitionedConsumer), one
+//! [`outbox_seaorm::inbox::partitioned::PartitionedConsumer`], one
 //! broker runner per partition it holds, with the redelivery loop beside it.
 
 use std::future::Future;

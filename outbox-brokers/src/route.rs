@@ -128,7 +128,7 @@ impl From<PartitionedRoute> for Route {
 /// [`with_event_type`](Self::with_event_type) `<prefix><p>.<event type>` (NATS subjects,
 /// which a consumer of partition `p` filters with `<prefix><p>.>`). The partition is
 /// `fnv1a_64(aggregate_id) % partitions`
-/// ([`partition_of`](outbox_seaorm::partition::partition_of), the outbox's function), so each
+/// ([`outbox_seaorm::partition::partition_of`], the outbox's function), so each
 /// aggregate's messages share one destination and stay in order there.
 ///
 /// Give the same value to the publisher ([`Route::partitioned`]) and to the broker's

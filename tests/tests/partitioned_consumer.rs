@@ -19,6 +19,7 @@ use outbox_seaorm::{Outbox, UnitOfWork, inbox_handler, schema};
 use outbox_tests::backend_tests;
 use outbox_tests::bookstore::{OrderPlacedV1, OrderedBookV1};
 use outbox_tests::db::TestDb;
+use outbox_tests::proxy::Proxy;
 use sea_orm::{ConnectionTrait, DbErr, Statement};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -28,6 +29,88 @@ backend_tests!(
     a_runner_that_lost_its_lease_cannot_commit,
     instances_split_hand_over_and_take_over_partitions,
 );
+
+/// Cut from its database, an instance cannot renew its leases: its runners are told to stop
+/// and stop reading (`LeaseHeld`) before the leases expire, so they are gone before another
+/// instance could take the partitions over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_cut_from_its_database_stops_its_runners_before_the_leases_expire() {
+    let test = "an_instance_cut_from_its_database_stops_its_runners_before_the_leases_expire";
+    let Some(db) = TestDb::postgres(test).await else {
+        return;
+    };
+    let outbox = Outbox::default();
+    setup(&db, &outbox).await;
+    let proxy = Proxy::start("127.0.0.1:5432").await.unwrap();
+    let url = db
+        .url()
+        .replace("127.0.0.1:5432", &proxy.addr().to_string());
+    assert_ne!(url, db.url(), "the test database is not on 127.0.0.1:5432");
+    let mut options = sea_orm::ConnectOptions::new(url);
+    options
+        .max_connections(2)
+        .min_connections(0)
+        .acquire_timeout(Duration::from_millis(500))
+        .connect_timeout(Duration::from_millis(500))
+        .sqlx_logging(false);
+    let cut_db = sea_orm::Database::connect(options).await.unwrap();
+    let inbox = Consumer::builder(cut_db, outbox.clone(), "tests.partitioned-split")
+        .build()
+        .unwrap();
+    let partitioned = PartitionedConsumer::builder(inbox, 2)
+        .instance_id("cut")
+        .lease_ttl(TTL)
+        .heartbeat_interval(HEARTBEAT)
+        .build()
+        .unwrap();
+    let (tx, mut rx) = mpsc::unbounded_channel::<(Partition, Instant)>();
+    let stopped: Arc<Mutex<Vec<Instant>>> = Arc::default();
+    let record = Arc::clone(&stopped);
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn(
+        partitioned.run(shutdown.clone(), move |partition: Partition| {
+            let tx = tx.clone();
+            let record = Arc::clone(&record);
+            async move {
+                let stop = partition.stop().clone();
+                tx.send((partition, Instant::now())).unwrap();
+                stop.cancelled().await;
+                record.lock().unwrap().push(Instant::now());
+            }
+        }),
+    );
+    let mut partitions = Vec::new();
+    for _ in 0..2 {
+        let (partition, _) = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(partition.held().holds());
+        partitions.push(partition);
+    }
+    proxy.cut();
+    let cut = Instant::now();
+    until(TTL, "the runners are told to stop before the TTL", || {
+        stopped.lock().unwrap().len() == 2
+    })
+    .await;
+    let after = cut.elapsed();
+    assert!(
+        partitions.iter().all(|p| !p.held().holds()),
+        "no runner may read any more"
+    );
+    assert!(
+        after < TTL,
+        "stopped {after:?} after the cut, the TTL is {TTL:?}"
+    );
+    eprintln!("runners stopped {after:?} after the cut");
+    shutdown.cancel();
+    proxy.restore();
+    let report = run.await.unwrap();
+    assert!(report.failed_heartbeats > 0, "{report:?}");
+    assert_eq!(report.lost, 2, "{report:?}");
+    db.close().await;
+}
 
 const PARTITIONS: u32 = 8;
 const TTL: Duration = Duration::from_millis(2000);

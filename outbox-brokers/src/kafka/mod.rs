@@ -85,6 +85,18 @@
 //!   back to it). After a crash or a rebalance, the messages after the last committed offset
 //!   are delivered again; the inbox applies each message id once.
 //!
+//! # Partitioned consumption
+//!
+//! Kafka partitions by itself: run several processes with one `group_id` and the group's
+//! assignment gives each topic partition to one member; a member that leaves or dies (after
+//! the session timeout) has its partitions reassigned, and the new owner resumes at the
+//! committed offset, so what the old owner applied but had not committed comes again and the
+//! inbox skips it. No consumer leases are involved. (A member paused past its session
+//! timeout may still apply a message it had fetched after its partitions moved: each message
+//! is still applied once, through the inbox, but that one message can land after a later
+//! one of its aggregate that the new owner applied. NATS, RabbitMQ and Redis partition
+//! runners are fenced by their lease against this.)
+//!
 //! # Tested against
 //!
 //! The integration tests run against [tansu](https://crates.io/crates/tansu) 0.6 (the Kafka

@@ -93,6 +93,18 @@
 //!   settled it ([`settle`](crate::settle::settle)); an acknowledgement lost with the
 //!   connection means one more delivery, which the inbox recognises as a duplicate.
 //!
+//! # Partitioned consumption
+//!
+//! Several processes of one consumer keep order with [`NatsPartitionedRunner`]
+//! ([`NatsConsumerRunnerBuilder::build_partitioned`]): the publisher routes with a
+//! [`PartitionedRoute`](crate::route::PartitionedRoute) (subjects
+//! `<prefix><p>.<event type>`), each process pulls the partitions it holds a lease for
+//! ([`outbox_seaorm::inbox::partitioned`]), one durable per partition (`<durable>-p<p>`,
+//! filtered by `<prefix><p>.>`, one delivery outstanding). A partition runner owns its
+//! durable: deliveries left unacknowledged by a killed predecessor are restarted from the
+//! durable's ack floor at once, not after an `ack_wait`. A runner that lost its lease hands
+//! its batch back without delay and stops.
+//!
 //! # Reconnection
 //!
 //! [`connect`] makes a client that retries its first connection and reconnects forever with

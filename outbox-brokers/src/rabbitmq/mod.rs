@@ -85,6 +85,17 @@
 //!   (applied, duplicate, ignored, parked or dead-lettered, all committed); a message that could not
 //!   be settled is nacked with requeue. A lost connection requeues every unacknowledged
 //!   message; the inbox applies each message id once.
+//!
+//! # Partitioned consumption
+//!
+//! Several processes of one consumer keep order with [`RabbitPartitionedRunner`]
+//! ([`RabbitConsumerRunnerBuilder::build_partitioned`]): the publisher routes with a
+//! [`PartitionedRoute`](crate::route::PartitionedRoute) (routing key `<prefix><p>`, or
+//! `<prefix><p>.<event type>`), partition `p` is the durable queue `<queue>.p<p>` with single
+//! active consumer, and each process consumes the partitions it holds a lease for
+//! ([`outbox_seaorm::inbox::partitioned`]). A killed owner's unacknowledged messages return
+//! to the queue, in order, when its connection closes. Declare every partition queue before
+//! publishing ([`RabbitPartitionedRunner::declare_topology`]).
 
 mod partitioned;
 mod publisher;

@@ -87,6 +87,16 @@
 //!   then it stays in the group's pending entries list, where this consumer finds it again,
 //!   or another consumer claims it once it has been idle for the claim's minimum idle time.
 //!
+//! # Partitioned consumption
+//!
+//! Several processes of one consumer keep order with [`RedisPartitionedRunner`]
+//! ([`RedisConsumerRunnerBuilder::build_partitioned`]): the publisher routes with a
+//! [`PartitionedRoute`](crate::route::PartitionedRoute) (stream `<prefix><p>` per
+//! partition), each process reads the partitions it holds a lease for
+//! ([`outbox_seaorm::inbox::partitioned`]) under the consumer name `partition-<p>`, the same
+//! for every owner: a new owner reads what its predecessor left pending first, in order,
+//! without claims.
+//!
 //! # Reconnection
 //!
 //! [`connection`] gives a [`ConnectionManager`](::redis::aio::ConnectionManager) that connects

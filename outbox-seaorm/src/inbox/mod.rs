@@ -185,7 +185,7 @@ pub enum InboxError<E> {
     /// The before-commit hook or `COMMIT` failed; retry.
     #[error(transparent)]
     Commit(#[from] CommitError),
-    /// A [partitioned](partitioned) consumer no longer holds the lease of the message's
+    /// A [`partitioned`] consumer no longer holds the lease of the message's
     /// partition: the handler did not run, nothing was committed, the message is the new
     /// owner's to apply.
     #[error("partition lease `{lease}` lost: the message is left to its new owner")]

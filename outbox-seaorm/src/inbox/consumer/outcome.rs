@@ -27,6 +27,9 @@ pub mod metric {
     pub const PARKED: &str = "outbox_inbox_parked_total";
     /// Gauge: aggregates held — with parked messages, or (under `Block`) a dead letter.
     pub const HELD_AGGREGATES: &str = "outbox_inbox_held_aggregates";
+    /// Gauge: partitions a [partitioned](crate::inbox::partitioned) consumer instance
+    /// runs, by `consumer`.
+    pub const PARTITIONS_OWNED: &str = "outbox_consumer_partitions_owned";
 }
 
 /// What a consumer does with a message of an event type it has no handler for (and that

@@ -12,11 +12,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::{Fence, LeaseHeld, Partition, PartitionedConsumer};
+use crate::inbox::metric;
 use crate::lease::owner_of;
 use crate::sql::{Members, Store};
-
-/// Gauge: partitions a consumer instance holds, by `consumer`.
-pub(super) const PARTITIONS_OWNED: &str = "outbox_consumer_partitions_owned";
 
 /// What a [`PartitionedConsumer`] did until it was shut down.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -259,7 +257,7 @@ impl Supervisor<'_> {
             }
         }
         metrics::gauge!(
-            super::supervisor::PARTITIONS_OWNED,
+            metric::PARTITIONS_OWNED,
             vec![metrics::Label::new("consumer", name.to_owned())]
         )
         .set(self.running.len() as f64);
