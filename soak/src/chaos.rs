@@ -1,8 +1,12 @@
 //! The killer: while the chaos lasts, every 1–3 s a random relay or consumer is killed
 //! (`SIGKILL`) and started again (in the partitioned mode, the partitions a killed consumer
-//! held are watched until another instance holds them: [`Takeovers`]); every 8–15 s the producer is; every 10–20 s the broker
-//! server is killed and, 1–2 s later, started again; every 3–6 s PostgreSQL terminates the
-//! relays' backends. The schedule comes from a seeded generator (`--seed`).
+//! held are watched until another instance holds them: [`Takeovers`]); every 8–15 s the
+//! producer is; every 10–20 s the broker server is killed and, 1–2 s later, started again;
+//! every 3–6 s PostgreSQL terminates the relays' backends. In the partitioned mode (leases:
+//! not Kafka), every 15–30 s a random consumer is also paused (`SIGSTOP`) for 4–6 s, past
+//! its lease TTL, then resumed (`SIGCONT`): its partitions are taken over meanwhile, and on
+//! resuming it must neither commit nor read behind their new owners. The schedule comes
+//! from a seeded generator (`--seed`).
 
 use std::time::{Duration, Instant};
 
@@ -20,7 +24,14 @@ use crate::takeover::Takeovers;
 pub struct Faults {
     /// Whether the broker server is killed and restarted.
     pub broker_restarts: bool,
+    /// Whether consumers are paused (`SIGSTOP`) past their lease TTL, then resumed
+    /// (`SIGCONT`): the partitioned mode.
+    pub consumer_pauses: bool,
 }
+
+/// How long a paused consumer stays stopped, in milliseconds: past the partitioned mode's
+/// lease TTL (3 s), so that its partitions are taken over meanwhile.
+const PAUSE_MS: (u64, u64) = (4_000, 6_000);
 
 /// When the chaos ends, its schedule's seed and the faults it brings.
 #[derive(Debug, Clone, Copy)]
@@ -46,6 +57,8 @@ pub struct ChaosCounts {
     pub broker_restarts: u64,
     /// Relay backends PostgreSQL terminated.
     pub backend_terminations: u64,
+    /// Consumers paused past their lease TTL and resumed.
+    pub consumer_pauses: u64,
 }
 
 /// When each kind of fault comes next.
@@ -55,6 +68,7 @@ struct Schedule {
     producer: Instant,
     broker: Instant,
     terminate: Instant,
+    pause: Instant,
 }
 
 impl Schedule {
@@ -65,11 +79,13 @@ impl Schedule {
             producer: now,
             broker: now,
             terminate: now,
+            pause: now,
         };
         schedule.kill = now + schedule.within(1_000, 3_000);
         schedule.producer = now + schedule.within(8_000, 15_000);
         schedule.broker = now + schedule.within(10_000, 20_000);
         schedule.terminate = now + schedule.within(3_000, 6_000);
+        schedule.pause = now + schedule.within(15_000, 30_000);
         schedule
     }
 
@@ -99,12 +115,35 @@ pub async fn run(
     } = window;
     let mut counts = ChaosCounts::default();
     let mut schedule = Schedule::new(seed, Instant::now());
+    // A paused consumer: its process id and when it is resumed.
+    let mut paused: Option<(u32, Instant)> = None;
     loop {
         let now = Instant::now();
+        if let Some((pid, resume_at)) = paused
+            && (now >= resume_at || now >= until)
+        {
+            signal(pid, "-CONT").await;
+            tracing::info!(pid, "consumer resumed");
+            paused = None;
+        }
         if now >= until {
             return Ok(counts);
         }
         processes.reap()?;
+        if faults.consumer_pauses && paused.is_none() && now >= schedule.pause {
+            let consumers = processes.running(|kind| matches!(kind, Kind::Consumer(_)));
+            if !consumers.is_empty() {
+                let victim = consumers[schedule.rng.usize(..consumers.len())];
+                if let Some(pid) = processes.pid(victim) {
+                    signal(pid, "-STOP").await;
+                    counts.consumer_pauses += 1;
+                    let stopped_for = schedule.within(PAUSE_MS.0, PAUSE_MS.1);
+                    tracing::info!(?victim, pid, ?stopped_for, "consumer paused");
+                    paused = Some((pid, now + stopped_for));
+                }
+            }
+            schedule.pause = Instant::now() + schedule.within(15_000, 30_000);
+        }
 
         if now >= schedule.kill {
             let victims =
@@ -156,6 +195,20 @@ pub async fn run(
             schedule.terminate = Instant::now() + schedule.within(3_000, 6_000);
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Sends `kill <signal> <pid>` (`-STOP`, `-CONT`); a process that is gone meanwhile (killed
+/// while paused) is fine.
+async fn signal(pid: u32, signal: &str) {
+    let sent = tokio::process::Command::new("kill")
+        .arg(signal)
+        .arg(pid.to_string())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .await;
+    if let Err(error) = sent {
+        tracing::warn!(pid, signal, %error, "cannot signal the consumer");
     }
 }
 

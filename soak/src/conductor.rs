@@ -276,6 +276,7 @@ async fn chaos_then_verify(
     ));
     let faults = chaos::Faults {
         broker_restarts: !args.no_broker_restarts,
+        consumer_pauses: plan.partitions > 0 && plan.broker != Broker::Kafka,
     };
     // Kafka's partitions follow the group's assignment, not leases: nothing to watch.
     let takeovers = Takeovers::new(if plan.partitions > 0 && plan.broker != Broker::Kafka {

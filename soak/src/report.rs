@@ -127,6 +127,13 @@ impl fmt::Display for Report {
             writeln!(f, "  broker restarts      off (--no-broker-restarts)")?;
         }
         writeln!(f, "  backend terminations {}", c.backend_terminations)?;
+        if self.faults.consumer_pauses {
+            writeln!(
+                f,
+                "  consumer pauses      {} (SIGSTOP past the lease TTL, then SIGCONT)",
+                c.consumer_pauses
+            )?;
+        }
         writeln!(f, "  unexpected exits     {}", self.unexpected_exits)?;
         if let Some(p) = &self.partitioned {
             writeln!(

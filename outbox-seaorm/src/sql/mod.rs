@@ -14,7 +14,8 @@
 //! | claiming rows (relay, fast path) | `claim.rs` |
 //! | decoding claimed rows | `decode.rs` |
 //! | marking rows published or failed | `mark.rs` |
-//! | leases and the relay or consumer instances that share them | `lease.rs` |
+//! | leases (relay, consumer partitions, cleanup) and their fencing tokens | `lease.rs` |
+//! | the relay or consumer instances that share them: heartbeats, live list | `instance.rs` |
 //! | the inbox, the consumers' dead letters and parked messages | `inbox/` |
 //! | retention deletes | `retention.rs` |
 //! | operator actions, status | `ops/` |
@@ -31,6 +32,7 @@ mod decode;
 mod due;
 pub(crate) mod inbox;
 pub(crate) mod insert;
+mod instance;
 mod lease;
 mod mark;
 pub(crate) mod ops;
@@ -41,7 +43,8 @@ mod store;
 pub(crate) use claim::{Claim, PastInFlight};
 pub(crate) use decode::{ClaimedRow, Unreadable};
 pub(crate) use dialect::is_lock_not_available;
-pub(crate) use lease::{LeaseLock, Members};
+pub(crate) use instance::Members;
+pub(crate) use lease::LeaseLock;
 pub(crate) use mark::AfterFailure;
 pub(crate) use ops::ActionRow;
 pub(crate) use store::Store;
