@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use outbox_seaorm::inbox::partitioned::{Partition, PartitionedConsumer, PartitionedReport};
 use tokio_util::sync::CancellationToken;
 
+use crate::route::PartitionedRoute;
 use crate::settle::with_requeued_redelivery;
 
 /// What a partitioned runner did until it was shut down: its leases, and the sum of its
@@ -56,4 +57,31 @@ where
     .await;
     let reports = std::mem::take(&mut *reports.lock().unwrap_or_else(|p| p.into_inner()));
     (leases, reports)
+}
+
+#[cfg_attr(
+    not(any(feature = "nats", feature = "rabbitmq", feature = "redis")),
+    allow(dead_code)
+)]
+/// Why `partitioned` and `route` do not fit a runner of the inbox consumer `inbox`: their
+/// partition counts or consumer names differ.
+pub(crate) fn mismatch(
+    partitioned: &PartitionedConsumer,
+    route: &PartitionedRoute,
+    inbox: &str,
+) -> Option<String> {
+    if route.partitions() != partitioned.partitions() {
+        return Some(format!(
+            "the route has {} partitions, the partitioned consumer {}",
+            route.partitions(),
+            partitioned.partitions()
+        ));
+    }
+    if partitioned.consumer().name() != inbox {
+        return Some(format!(
+            "the partitioned consumer is `{}`, the runner's inbox consumer `{inbox}`",
+            partitioned.consumer().name()
+        ));
+    }
+    None
 }

@@ -153,6 +153,11 @@ pub fn consumer_instance(pid: u32) -> String {
     format!("soak-consumer-{pid}")
 }
 
+/// The lease owner of [`consumer_instance`]: `<consumer>/soak-consumer-<pid>`.
+pub fn consumer_owner(pid: u32) -> String {
+    format!("{CONSUMER}/{}", consumer_instance(pid))
+}
+
 /// The name of customer `n` (an aggregate id).
 pub fn customer(n: u32) -> String {
     format!("customer-{n:04}")

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use sea_orm::{ConnectionTrait as _, DatabaseConnection, DbBackend, Statement};
 use serde::Serialize;
 
-use crate::plan::consumer_instance;
+use crate::plan::consumer_owner;
 
 /// The consumers' partition lease table (the default inbox table's).
 const LEASES: &str = "inbox_consumer_leases";
@@ -55,7 +55,7 @@ impl Takeovers {
             .query_all_raw(Statement::from_sql_and_values(
                 DbBackend::MySql,
                 format!("SELECT name FROM {LEASES} WHERE owner = ?"),
-                [consumer_instance(pid).into()],
+                [consumer_owner(pid).into()],
             ))
             .await;
         match rows {
@@ -81,7 +81,7 @@ impl Takeovers {
         }
         let times = Arc::clone(&self.times);
         let unseen = Arc::clone(&self.unseen);
-        let owner = consumer_instance(pid);
+        let owner = consumer_owner(pid);
         tokio::spawn(async move {
             let marks = vec!["?"; leases.len()].join(", ");
             let sql = format!(

@@ -1035,3 +1035,39 @@ async fn a_partition_runner_does_not_wait_ack_wait_for_its_predecessors_deliveri
     db.close().await;
     fixture.close().await;
 }
+
+/// A partitioned runner whose layout does not fit is refused with a clear error: another
+/// partition count than the consumer's, a route without the event type suffix (NATS filters
+/// `<prefix><p>.>`), a filter subject of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn build_partitioned_refuses_a_layout_that_does_not_fit() {
+    let test = "build_partitioned_refuses_a_layout_that_does_not_fit";
+    let Some(fixture) = Fixture::new(test).await else {
+        return;
+    };
+    let db = TestDb::sqlite_file().await;
+    let outbox = Outbox::default();
+    consumer_tables(db.conn(), &outbox).await;
+    let route = PartitionedRoute::new("orders.p", 4).with_event_type();
+    let build = |route: PartitionedRoute, partitions: u32, filter: bool| {
+        let (inbox, partitioned) = partitioned_consumer(db.conn(), &outbox, partitions, "x");
+        let mut builder =
+            NatsConsumerRunner::builder(fixture.client.clone(), inbox, fixture.stream.name());
+        if filter {
+            builder = builder.filter_subject("orders.>");
+        }
+        builder.build_partitioned(partitioned, route).map(|_| ())
+    };
+    let message = |result: Result<(), nats::NatsError>| match result {
+        Err(nats::NatsError::Config(message)) => message,
+        other => panic!("expected a configuration error, got {other:?}"),
+    };
+    assert!(build(route.clone(), 4, false).is_ok());
+    assert!(message(build(route.clone(), 8, false)).contains("4 partitions"));
+    assert!(
+        message(build(PartitionedRoute::new("orders.p", 4), 4, false)).contains("with_event_type")
+    );
+    assert!(message(build(route.clone(), 4, true)).contains("filter subject"));
+    db.close().await;
+    fixture.close().await;
+}

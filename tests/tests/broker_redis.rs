@@ -23,7 +23,8 @@ use e2e_orders::{
 use outbox_brokers::redis::client::aio::ConnectionManager;
 use outbox_brokers::redis::client::streams::StreamRangeReply;
 use outbox_brokers::redis::{
-    self, FIELD_BODY, FIELD_KEY, RedisConsumerRunner, RedisPublisher, connection_config,
+    self, FIELD_BODY, FIELD_KEY, RedisConsumerRunner, RedisPartitionedRunner, RedisPublisher,
+    connection_config,
 };
 use outbox_brokers::route::{PartitionedRoute, Route};
 use outbox_core::cloudevents::{self, header};
@@ -35,6 +36,7 @@ use outbox_seaorm::inbox::Consumer;
 use outbox_tests::db::TestDb;
 use outbox_tests::proxy::Proxy;
 use outbox_tests::{Service, service};
+use sea_orm::{ConnectionTrait as _, TransactionTrait as _};
 use tokio_util::sync::CancellationToken;
 
 /// Stream keys of the test's own.
@@ -870,6 +872,106 @@ async fn partitioned_runners_apply_once_and_in_order_across_kills_and_a_join() {
         })
     })
     .await;
+    db.close().await;
+    fixture.close().await;
+}
+
+/// A predecessor paused past its lease, resuming, can take an entry from the partition's
+/// stream under the partition's consumer name while the new owner works (here: while its
+/// handler waits on a row lock). The new owner settles from the pending list, in id order:
+/// that entry before the one after it, not skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_runner_settles_what_a_resumed_predecessor_took_in_order() {
+    let test = "a_partition_runner_settles_what_a_resumed_predecessor_took_in_order";
+    let Some(fixture) = Fixture::new(test).await else {
+        return;
+    };
+    let Some(db) = TestDb::postgres(test).await else {
+        return;
+    };
+    let outbox = Outbox::default();
+    consumer_tables(db.conn(), &outbox).await;
+    let stream = format!("{}p", fixture.prefix);
+    let route = PartitionedRoute::new(stream.clone(), 1);
+    let publisher = RedisPublisher::builder(fixture.connection.clone())
+        .route(Route::partitioned(route.clone()))
+        .build();
+    let (inbox, partitioned) = partitioned_consumer(db.conn(), &outbox, 1, "owner");
+    let runner = RedisConsumerRunner::builder(fixture.client.clone(), inbox, stream.clone())
+        .block(Duration::from_millis(200))
+        .build_partitioned(partitioned, route)
+        .unwrap();
+    let partition_stream = runner.stream(0);
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(runner.run(shutdown.clone()));
+
+    // The owner's handler of order 0 waits on its stock row.
+    let first = e2e_orders::order_event(0, 0);
+    let blocker = db.conn().begin().await.unwrap();
+    blocker
+        .execute_unprepared(&format!(
+            "SELECT * FROM stock WHERE book_id = '{}' FOR UPDATE",
+            first.book_id
+        ))
+        .await
+        .unwrap();
+    assert!(publisher.publish(&[order(0, 0)]).await.unwrap()[0].is_ok());
+    let mut connection = fixture.connection.clone();
+    let pending_of = async |connection: &mut ConnectionManager| -> i64 {
+        // Until the owner's runner has created the group, nothing is pending.
+        let reply: redis::client::Value = redis::client::cmd("XPENDING")
+            .arg(&partition_stream)
+            .arg(CONSUMER)
+            .query_async(connection)
+            .await
+            .unwrap_or(redis::client::Value::Nil);
+        match reply {
+            redis::client::Value::Array(items) => match items.first() {
+                Some(redis::client::Value::Int(n)) => *n,
+                _ => 0,
+            },
+            _ => 0,
+        }
+    };
+    let mut waited = 0;
+    while pending_of(&mut connection).await < 1 {
+        waited += 1;
+        assert!(waited < 100, "the owner never read order 0");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The resumed predecessor takes order 1 under the partition's consumer name.
+    assert!(publisher.publish(&[order(0, 1)]).await.unwrap()[0].is_ok());
+    let taken: redis::client::Value = redis::client::cmd("XREADGROUP")
+        .arg("GROUP")
+        .arg(CONSUMER)
+        .arg(RedisPartitionedRunner::consumer_name(0))
+        .arg("COUNT")
+        .arg(1)
+        .arg("STREAMS")
+        .arg(&partition_stream)
+        .arg(">")
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    assert!(
+        !matches!(taken, redis::client::Value::Nil),
+        "the predecessor took order 1"
+    );
+    assert!(publisher.publish(&[order(0, 2)]).await.unwrap()[0].is_ok());
+    blocker.commit().await.unwrap();
+
+    assert!(
+        eventually(Duration::from_secs(10), async || applied(db.conn())
+            .await
+            .len()
+            >= 3)
+        .await,
+        "applied: {:?}",
+        applied(db.conn()).await
+    );
+    assert_in_order(&applied(db.conn()).await, 3);
+    shutdown.cancel();
+    running.await.unwrap();
     db.close().await;
     fixture.close().await;
 }

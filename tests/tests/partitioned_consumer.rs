@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 backend_tests!(
     a_runner_that_lost_its_lease_cannot_commit,
     instances_split_hand_over_and_take_over_partitions,
+    two_consumers_of_one_process_may_share_an_instance_id,
 );
 
 /// Cut from its database, an instance cannot renew its leases: its runners are told to stop
@@ -288,8 +289,26 @@ fn held_by(tracker: &Shared, instance: &str) -> Vec<u32> {
         .collect()
 }
 
+/// A runner's entry in the tracker, removed when the runner ends — also when its task is
+/// aborted with its supervisor (a killed process), which drops the future.
+struct Running {
+    tracker: Shared,
+    number: u32,
+    name: &'static str,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut t = self.tracker.lock().unwrap_or_else(|p| p.into_inner());
+        if t.running.get(&self.number) == Some(&self.name) {
+            t.running.remove(&self.number);
+        }
+    }
+}
+
 /// Starts `partitioned` as `name`: its runners note themselves in `tracker` and end on their
-/// stop token or on `kill` (a killed process's runners die with it).
+/// stop token or on `kill`; aborting the returned task kills them too (their supervisor's
+/// future is dropped, as a killed process's runners die with it).
 fn spawn(
     partitioned: PartitionedConsumer,
     name: &'static str,
@@ -313,13 +332,14 @@ fn spawn(
                         ));
                     }
                 }
+                let _running = Running {
+                    tracker,
+                    number,
+                    name,
+                };
                 tokio::select! {
                     () = partition.stop().cancelled() => {}
                     () = kill.cancelled() => {}
-                }
-                let mut t = tracker.lock().unwrap();
-                if t.running.get(&number) == Some(&name) {
-                    t.running.remove(&number);
                 }
             }
         }),
@@ -448,4 +468,59 @@ async fn instances_split_hand_over_and_take_over_partitions(db: &TestDb) {
     )
     .await;
     assert_eq!(leases, 0, "a graceful shutdown releases every lease");
+}
+
+/// Two consumers in one process with one instance id (a pod name): each holds its own
+/// partitions (owners `<consumer>/<id>`), and shutting one down releases its leases only.
+async fn two_consumers_of_one_process_may_share_an_instance_id(db: &TestDb) {
+    let outbox = Outbox::default();
+    setup(db, &outbox).await;
+    let tracker = Shared::default();
+    let never = CancellationToken::new();
+    let (shutdown_a, shutdown_b) = (CancellationToken::new(), CancellationToken::new());
+    let a = spawn(
+        instance(db, &outbox, "tests.partitioned-fence", "pod-1"),
+        "fence",
+        &Shared::default(),
+        &shutdown_a,
+        &never,
+    );
+    let b = spawn(
+        instance(db, &outbox, "tests.partitioned-split", "pod-1"),
+        "split",
+        &tracker,
+        &shutdown_b,
+        &never,
+    );
+    until(
+        Duration::from_secs(10),
+        "both consumers hold all their partitions",
+        || held_by(&tracker, "split").len() == PARTITIONS as usize,
+    )
+    .await;
+    let held = |consumer: &str| {
+        format!(
+            "SELECT COUNT(*) FROM inbox_consumer_leases WHERE owner = '{consumer}/pod-1' \
+             AND name LIKE '{consumer}/%'"
+        )
+    };
+    assert_eq!(
+        count(db, &held("tests.partitioned-split")).await,
+        i64::from(PARTITIONS)
+    );
+    shutdown_a.cancel();
+    a.await.unwrap();
+    assert_eq!(
+        count(db, &held("tests.partitioned-fence")).await,
+        0,
+        "released"
+    );
+    assert_eq!(
+        count(db, &held("tests.partitioned-split")).await,
+        i64::from(PARTITIONS),
+        "the other consumer's leases are still held"
+    );
+    assert_eq!(held_by(&tracker, "split").len(), PARTITIONS as usize);
+    shutdown_b.cancel();
+    b.await.unwrap();
 }

@@ -6,7 +6,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::runner::{NatsConsumerRunner, RunnerReport};
 use super::{NatsConsumerRunnerBuilder, NatsError};
-use crate::partitioned::{PartitionedRunReport, run_partitioned};
+use crate::partitioned::{PartitionedRunReport, mismatch, run_partitioned};
 use crate::route::PartitionedRoute;
 
 /// Several processes of one inbox consumer on one JetStream stream, each pulling the
@@ -56,19 +56,8 @@ impl NatsConsumerRunnerBuilder {
                 "a partitioned NATS route needs `.with_event_type()`: subjects `<prefix><p>.<event type>`".into(),
             ));
         }
-        if route.partitions() != partitioned.partitions() {
-            return Err(NatsError::Config(format!(
-                "the route has {} partitions, the partitioned consumer {}",
-                route.partitions(),
-                partitioned.partitions()
-            )));
-        }
-        if partitioned.consumer().name() != template.inbox_name() {
-            return Err(NatsError::Config(format!(
-                "the partitioned consumer is `{}`, the runner's inbox consumer `{}`",
-                partitioned.consumer().name(),
-                template.inbox_name()
-            )));
+        if let Some(mismatch) = mismatch(&partitioned, &route, template.inbox_name()) {
+            return Err(NatsError::Config(mismatch));
         }
         Ok(NatsPartitionedRunner {
             template,

@@ -6,7 +6,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::runner::RabbitConsumerRunner;
 use super::{RabbitConsumerRunnerBuilder, RabbitError};
-use crate::partitioned::{PartitionedRunReport, run_partitioned};
+use crate::partitioned::{PartitionedRunReport, mismatch, run_partitioned};
 use crate::route::PartitionedRoute;
 
 /// Several processes of one inbox consumer, each consuming the RabbitMQ queues of the
@@ -52,19 +52,8 @@ impl RabbitConsumerRunnerBuilder {
                 "a partitioned runner binds each partition's queue itself: give no bindings".into(),
             ));
         }
-        if route.partitions() != partitioned.partitions() {
-            return Err(RabbitError::Config(format!(
-                "the route has {} partitions, the partitioned consumer {}",
-                route.partitions(),
-                partitioned.partitions()
-            )));
-        }
-        if partitioned.consumer().name() != template.consumer().name() {
-            return Err(RabbitError::Config(format!(
-                "the partitioned consumer is `{}`, the runner's inbox consumer `{}`",
-                partitioned.consumer().name(),
-                template.consumer().name()
-            )));
+        if let Some(mismatch) = mismatch(&partitioned, &route, template.consumer().name()) {
+            return Err(RabbitError::Config(mismatch));
         }
         Ok(RabbitPartitionedRunner {
             template,

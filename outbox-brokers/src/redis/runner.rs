@@ -399,7 +399,8 @@ impl RedisConsumerRunner {
                     tracing::info!(stream = %self.stream, "partition lease no longer held: not reading");
                     break 'run;
                 }
-                let from = if own_pending_first { "0" } else { ">" };
+                let from_pending = own_pending_first;
+                let from = if from_pending { "0" } else { ">" };
                 let read = tokio::select! {
                     () = shutdown.cancelled() => break 'run,
                     read = self.read(&mut connection, from) => read,
@@ -418,12 +419,25 @@ impl RedisConsumerRunner {
                     own_pending_first = false;
                     break 'attempt None;
                 }
+                // A partition runner settles from its pending list only, in id order: what
+                // a predecessor paused under the same consumer name read and left pending
+                // comes before what was just read (`>` only moved it into the list).
+                if self.held.is_some() && !from_pending {
+                    own_pending_first = true;
+                    break 'attempt None;
+                }
+                let whole_list = entries.len() < self.batch_size;
                 match self
                     .settle_entries(&mut connection, entries, &shutdown, &mut report)
                     .await
                 {
                     Settled::All => {
                         redeliveries = 0;
+                        // A partition runner that settled less than a batch from its
+                        // pending list emptied it: read new entries next.
+                        if self.held.is_some() && whole_list {
+                            own_pending_first = false;
+                        }
                         None
                     }
                     Settled::Cancelled => break 'run,

@@ -35,9 +35,12 @@ pub enum PartitionedConfigError {
         /// The lease TTL.
         ttl: Duration,
     },
-    /// The instance id is empty or longer than
-    /// [`MAX_KEY_CHARS`](crate::schema::MAX_KEY_CHARS) characters.
-    #[error("the instance id must have 1 to {MAX_KEY_CHARS} characters, not {0}")]
+    /// The instance id is empty, or `<consumer>/<instance id>` (the lease owner) is longer
+    /// than [`MAX_KEY_CHARS`](crate::schema::MAX_KEY_CHARS) characters.
+    #[error(
+        "the instance id must be non-empty and `<consumer>/<instance id>` at most \
+         {MAX_KEY_CHARS} characters; the id has {0}"
+    )]
     InstanceId(usize),
     /// The lease names (`<consumer>/partition/<p>`) would be longer than
     /// [`MAX_KEY_CHARS`](crate::schema::MAX_KEY_CHARS) characters.
@@ -67,7 +70,7 @@ pub struct PartitionedConsumerBuilder {
 
 impl PartitionedConsumerBuilder {
     /// This instance's id, unique among the consumer's live instances (default:
-    /// `consumer-<UUIDv7>`). A stable id (a pod name) lets a restarted instance find the
+    /// `consumer-<UUIDv7>`; leases and the instance row carry `<consumer>/<id>`). A stable id (a pod name) lets a restarted instance find the
     /// partitions it held; two live instances with one id would share its leases.
     pub fn instance_id(mut self, id: impl Into<String>) -> Self {
         self.instance_id = Some(id.into());
@@ -105,7 +108,8 @@ impl PartitionedConsumerBuilder {
             .instance_id
             .unwrap_or_else(|| format!("consumer-{}", uuid::Uuid::now_v7()));
         let length = instance_id.chars().count();
-        if length == 0 || length > MAX_KEY_CHARS {
+        let owner = format!("{}/{instance_id}", self.consumer.name());
+        if length == 0 || owner.chars().count() > MAX_KEY_CHARS {
             return Err(PartitionedConfigError::InstanceId(length));
         }
         let longest = consumer_partition_lease(self.consumer.name(), self.partitions - 1);
@@ -120,6 +124,7 @@ impl PartitionedConsumerBuilder {
                 .collect(),
             consumer: self.consumer,
             instance_id,
+            owner,
             lease_ttl: self.lease_ttl,
             heartbeat_interval: self.heartbeat_interval,
         })

@@ -82,6 +82,9 @@ use super::Consumer;
 pub struct PartitionedConsumer {
     consumer: Consumer,
     instance_id: String,
+    /// The lease owner and instance row id: `<consumer>/<instance id>`, so that two
+    /// consumers of one process may share an instance id.
+    owner: String,
     /// The lease name of every partition, by partition.
     leases: Vec<String>,
     lease_ttl: Duration,
@@ -109,6 +112,12 @@ impl PartitionedConsumer {
     /// This instance's id.
     pub fn instance_id(&self) -> &str {
         &self.instance_id
+    }
+
+    /// The owner this instance's leases and instance row carry:
+    /// `<consumer>/<instance id>`.
+    pub fn owner(&self) -> &str {
+        &self.owner
     }
 
     /// The partition count.

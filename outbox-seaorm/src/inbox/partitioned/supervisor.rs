@@ -136,7 +136,7 @@ impl PartitionedConsumer {
 
 impl Supervisor<'_> {
     fn me(&self) -> &str {
-        &self.partitioned.instance_id
+        &self.partitioned.owner
     }
 
     fn lease(&self, partition: u32) -> &str {
@@ -366,7 +366,8 @@ impl Supervisor<'_> {
         let consumer = &self.partitioned.consumer;
         let db = consumer.db();
         let now = consumer.outbox().clock().now();
-        if let Err(error) = self.store.release(db, self.me(), None, now).await {
+        let leases = &self.partitioned.leases;
+        if let Err(error) = self.store.release(db, self.me(), Some(leases), now).await {
             tracing::warn!(%error, "partition leases not released: they expire after the TTL");
         }
         if let Err(error) = self.store.remove_instances(db, Some(self.me()), now).await {
