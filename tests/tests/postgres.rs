@@ -499,11 +499,14 @@ async fn schema_qualified_tables() {
                 .map(|row| row.try_get::<String>("", "table_name").unwrap())
                 .collect::<Vec<_>>();
             // The relay's tables live next to the outbox, and the consumer's dead
-            // letters and parked messages next to the inbox, in their schema.
+            // letters, parked messages and partition leases next to the inbox, in their
+            // schema.
             assert_eq!(
                 tables,
                 [
                     "inbox",
+                    "inbox_consumer_instances",
+                    "inbox_consumer_leases",
                     "inbox_dead_letters",
                     "inbox_parked",
                     "outbox",

@@ -794,8 +794,9 @@ async fn migrations_create_and_drop_each_configuration(db: &TestDb) {
         .unwrap()
         .len();
     assert_eq!(
-        applied, 8,
-        "outbox, inbox, relay and consumer dead-letter tables of two configurations"
+        applied, 10,
+        "outbox, inbox, relay, consumer dead-letter and consumer lease tables of two \
+         configurations"
     );
     create_business_tables(db.conn()).await.unwrap();
     for outbox in [ordering_outbox(), billing_outbox()] {
@@ -837,6 +838,16 @@ async fn migrations_create_and_drop_each_configuration(db: &TestDb) {
         .await
         .unwrap();
     assert!(found.is_none(), "consumer dead-letter table dropped");
+    let has_leases = has_inbox.replace("billing_inbox", "billing_inbox_consumer_leases");
+    let found = db
+        .conn()
+        .query_one_raw(Statement::from_string(
+            db.backend().db_backend(),
+            has_leases,
+        ))
+        .await
+        .unwrap();
+    assert!(found.is_none(), "consumer lease table dropped");
 }
 
 /// A domain enum with `#[derive(DomainEvent)]`, mapped by `DerivedMapping`.
