@@ -28,35 +28,38 @@ pub struct PartitionedRunReport<R> {
 )]
 /// Runs `partitioned` until `shutdown`, `runner(partition)` for each partition it holds, and
 /// the consumer's redelivery loop (requeued dead letters, parked messages) once beside them;
-/// returns the lease report and every partition runner's report.
+/// returns the lease report and the sum of every partition runner's report.
 pub(crate) async fn run_partitioned<R, F, Fut>(
     partitioned: PartitionedConsumer,
     shutdown: CancellationToken,
     mut runner: F,
-) -> (PartitionedReport, Vec<R>)
+) -> PartitionedRunReport<R>
 where
     F: FnMut(Partition) -> Fut,
     Fut: Future<Output = R> + Send + 'static,
-    R: Send + 'static,
+    R: std::ops::AddAssign + Default + Send + 'static,
 {
     let consumer = partitioned.consumer().clone();
-    let reports: Arc<Mutex<Vec<R>>> = Arc::default();
-    let sink = Arc::clone(&reports);
-    let leases = with_requeued_redelivery(
+    let runners: Arc<Mutex<R>> = Arc::default();
+    let sum = Arc::clone(&runners);
+    let partitions = with_requeued_redelivery(
         &consumer,
         &shutdown,
         partitioned.run(shutdown.clone(), move |partition| {
             let run = runner(partition);
-            let sink = Arc::clone(&sink);
+            let sum = Arc::clone(&sum);
             async move {
                 let report = run.await;
-                sink.lock().unwrap_or_else(|p| p.into_inner()).push(report);
+                *sum.lock().unwrap_or_else(|p| p.into_inner()) += report;
             }
         }),
     )
     .await;
-    let reports = std::mem::take(&mut *reports.lock().unwrap_or_else(|p| p.into_inner()));
-    (leases, reports)
+    let runners = std::mem::take(&mut *runners.lock().unwrap_or_else(|p| p.into_inner()));
+    PartitionedRunReport {
+        partitions,
+        runners,
+    }
 }
 
 #[cfg_attr(

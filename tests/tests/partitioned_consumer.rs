@@ -307,21 +307,18 @@ impl Drop for Running {
 }
 
 /// Starts `partitioned` as `name`: its runners note themselves in `tracker` and end on their
-/// stop token or on `kill`; aborting the returned task kills them too (their supervisor's
-/// future is dropped, as a killed process's runners die with it).
+/// stop token; aborting the returned task kills them (their supervisor's future is dropped,
+/// as a killed process's runners die with it).
 fn spawn(
     partitioned: PartitionedConsumer,
     name: &'static str,
     tracker: &Shared,
     shutdown: &CancellationToken,
-    kill: &CancellationToken,
 ) -> JoinHandle<PartitionedReport> {
     let tracker = Arc::clone(tracker);
-    let kill = kill.clone();
     tokio::spawn(
         partitioned.run(shutdown.clone(), move |partition: Partition| {
             let tracker = Arc::clone(&tracker);
-            let kill = kill.clone();
             async move {
                 let number = partition.number();
                 {
@@ -337,10 +334,7 @@ fn spawn(
                     number,
                     name,
                 };
-                tokio::select! {
-                    () = partition.stop().cancelled() => {}
-                    () = kill.cancelled() => {}
-                }
+                partition.stop().cancelled().await;
             }
         }),
     )
@@ -364,14 +358,12 @@ async fn instances_split_hand_over_and_take_over_partitions(db: &TestDb) {
     setup(db, &outbox).await;
     let consumer = "tests.partitioned-split";
     let tracker = Shared::default();
-    let never = CancellationToken::new();
     let shutdown_a = CancellationToken::new();
     let a = spawn(
         instance(db, &outbox, consumer, "a"),
         "a",
         &tracker,
         &shutdown_a,
-        &never,
     );
     until(Duration::from_secs(10), "a holds every partition", || {
         held_by(&tracker, "a").len() == PARTITIONS as usize
@@ -380,13 +372,11 @@ async fn instances_split_hand_over_and_take_over_partitions(db: &TestDb) {
 
     // b joins: the partitions split, each handed over after a's runner stopped.
     let shutdown_b = CancellationToken::new();
-    let kill_b = CancellationToken::new();
     let b = spawn(
         instance(db, &outbox, consumer, "b"),
         "b",
         &tracker,
         &shutdown_b,
-        &kill_b,
     );
     let split = until(
         Duration::from_secs(10),
@@ -404,7 +394,6 @@ async fn instances_split_hand_over_and_take_over_partitions(db: &TestDb) {
 
     // b is killed: its leases stay until they expire, then a takes them.
     b.abort();
-    kill_b.cancel();
     let killed = Instant::now();
     until(Duration::from_secs(2), "b's runners die with it", || {
         held_by(&tracker, "b").is_empty()
@@ -427,7 +416,6 @@ async fn instances_split_hand_over_and_take_over_partitions(db: &TestDb) {
         "c",
         &tracker,
         &shutdown_c,
-        &never,
     );
     until(Duration::from_secs(10), "c gets partitions", || {
         !held_by(&tracker, "c").is_empty()
@@ -476,21 +464,18 @@ async fn two_consumers_of_one_process_may_share_an_instance_id(db: &TestDb) {
     let outbox = Outbox::default();
     setup(db, &outbox).await;
     let tracker = Shared::default();
-    let never = CancellationToken::new();
     let (shutdown_a, shutdown_b) = (CancellationToken::new(), CancellationToken::new());
     let a = spawn(
         instance(db, &outbox, "tests.partitioned-fence", "pod-1"),
         "fence",
         &Shared::default(),
         &shutdown_a,
-        &never,
     );
     let b = spawn(
         instance(db, &outbox, "tests.partitioned-split", "pod-1"),
         "split",
         &tracker,
         &shutdown_b,
-        &never,
     );
     until(
         Duration::from_secs(10),

@@ -70,12 +70,12 @@ impl NatsConsumerRunnerBuilder {
 impl NatsPartitionedRunner {
     /// The durable consumer of partition `p`: `<durable>-p<p>`.
     pub fn durable_name(&self, partition: u32) -> String {
-        format!("{}-p{partition}", self.template.durable_name())
+        durable_name(self.template.durable_name(), partition)
     }
 
     /// The filter subject of partition `p`: `<prefix><p>.>`.
     pub fn filter_subject(&self, partition: u32) -> String {
-        format!("{}.>", self.route.partition_destination(partition))
+        filter_subject(&self.route, partition)
     }
 
     /// Runs until `shutdown` is cancelled: the partitioned consumer's leases, one
@@ -86,27 +86,24 @@ impl NatsPartitionedRunner {
             partitioned,
             route,
         } = self;
-        let durable = template.durable_name().to_owned();
-        let (partitions, reports) =
-            run_partitioned(partitioned, shutdown, move |partition: Partition| {
-                let number = partition.number();
-                let runner = template.for_partition(
-                    partition.consumer().clone(),
-                    partition.held().clone(),
-                    format!("{durable}-p{number}"),
-                    format!("{}.>", route.partition_destination(number)),
-                );
-                let stop = partition.stop().clone();
-                runner.subscription(stop)
-            })
-            .await;
-        let mut runners = RunnerReport::default();
-        for report in reports {
-            runners += report;
-        }
-        PartitionedRunReport {
-            partitions,
-            runners,
-        }
+        run_partitioned(partitioned, shutdown, move |partition: Partition| {
+            let number = partition.number();
+            let runner = template.for_partition(
+                partition.consumer().clone(),
+                partition.held().clone(),
+                durable_name(template.durable_name(), number),
+                filter_subject(&route, number),
+            );
+            runner.subscription(partition.stop().clone())
+        })
+        .await
     }
+}
+
+fn durable_name(durable: &str, partition: u32) -> String {
+    format!("{durable}-p{partition}")
+}
+
+fn filter_subject(route: &PartitionedRoute, partition: u32) -> String {
+    format!("{}.>", route.partition_destination(partition))
 }

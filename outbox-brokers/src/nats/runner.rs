@@ -84,7 +84,7 @@ impl std::ops::AddAssign for RunnerReport {
 
 impl NatsConsumerRunner {
     /// The runner of one partition: this runner's settings on durable `durable` filtered by
-    /// `filter`, settling with `inbox` (fenced by the partition's lease), exclusive.
+    /// `filter`, settling with `inbox` (fenced by the partition's lease), under `held`.
     pub(super) fn for_partition(
         &self,
         inbox: Consumer,
@@ -107,7 +107,6 @@ impl NatsConsumerRunner {
             fetch_wait: self.fetch_wait,
             redelivery_backoff: self.redelivery_backoff,
             retry_backoff: self.retry_backoff,
-            exclusive: true,
             held: Some(held),
         }
     }
@@ -279,7 +278,6 @@ impl NatsConsumerRunnerBuilder {
             fetch_wait: self.fetch_wait,
             redelivery_backoff: self.redelivery_backoff,
             retry_backoff: self.retry_backoff,
-            exclusive: false,
             held: None,
         })
     }
@@ -315,11 +313,9 @@ pub struct NatsConsumerRunner {
     fetch_wait: Duration,
     redelivery_backoff: Backoff,
     retry_backoff: Backoff,
-    /// A partition runner under a lease: nobody else consumes the durable, so deliveries
-    /// left unacknowledged at start are restarted from the ack floor at once instead of
-    /// waiting for their `ack_wait`.
-    exclusive: bool,
-    /// A partition runner's lease: checked before every pull.
+    /// A partition runner's lease: checked before every pull. Under a lease nobody else
+    /// consumes the durable, so deliveries left unacknowledged at start are restarted from
+    /// the ack floor at once instead of waiting for their `ack_wait`.
     held: Option<LeaseHeld>,
 }
 
@@ -497,7 +493,7 @@ impl NatsConsumerRunner {
                         Err(error) => break 'attempt Some(error.to_string()),
                     },
                 };
-                if check_lost && self.exclusive {
+                if check_lost && self.held.is_some() {
                     match self.restart_at_ack_floor(&pull).await {
                         Ok(Some(restarted)) => {
                             consumer = Some(restarted);

@@ -66,7 +66,7 @@ impl RabbitConsumerRunnerBuilder {
 impl RabbitPartitionedRunner {
     /// The queue of partition `p`: `<queue>.p<p>`.
     pub fn queue(&self, partition: u32) -> String {
-        format!("{}.p{partition}", self.template.queue())
+        queue(self.template.queue(), partition)
     }
 
     /// The binding of partition `p`'s queue: `<prefix><p>`, or `<prefix><p>.#` when the
@@ -111,24 +111,23 @@ impl RabbitPartitionedRunner {
             partitioned,
             route,
         } = self;
-        let (partitions, outcomes) =
-            run_partitioned(partitioned, shutdown, move |partition: Partition| {
-                let number = partition.number();
-                let runner = template.for_partition(
-                    partition.consumer().clone(),
-                    Some(partition.held().clone()),
-                    format!("{}.p{number}", template.queue()),
-                    binding(&route, number),
-                );
-                runner.subscription(partition.stop().clone())
-            })
-            .await;
-        let failed = outcomes.iter().filter(|outcome| outcome.is_err()).count() as u64;
-        PartitionedRunReport {
-            partitions,
-            runners: failed,
-        }
+        run_partitioned(partitioned, shutdown, move |partition: Partition| {
+            let number = partition.number();
+            let runner = template.for_partition(
+                partition.consumer().clone(),
+                Some(partition.held().clone()),
+                queue(template.queue(), number),
+                binding(&route, number),
+            );
+            let subscription = runner.subscription(partition.stop().clone());
+            async move { u64::from(subscription.await.is_err()) }
+        })
+        .await
     }
+}
+
+fn queue(queue: &str, partition: u32) -> String {
+    format!("{queue}.p{partition}")
 }
 
 fn binding(route: &PartitionedRoute, partition: u32) -> String {

@@ -92,25 +92,16 @@ impl RedisPartitionedRunner {
             partitioned,
             route,
         } = self;
-        let (partitions, reports) =
-            run_partitioned(partitioned, shutdown, move |partition: Partition| {
-                let number = partition.number();
-                let runner = template.for_partition(
-                    partition.consumer().clone(),
-                    partition.held().clone(),
-                    route.partition_destination(number),
-                    Self::consumer_name(number),
-                );
-                runner.subscription(partition.stop().clone())
-            })
-            .await;
-        let mut runners = RunnerReport::default();
-        for report in reports {
-            runners += report;
-        }
-        PartitionedRunReport {
-            partitions,
-            runners,
-        }
+        run_partitioned(partitioned, shutdown, move |partition: Partition| {
+            let number = partition.number();
+            let runner = template.for_partition(
+                partition.consumer().clone(),
+                partition.held().clone(),
+                route.partition_destination(number),
+                Self::consumer_name(number),
+            );
+            runner.subscription(partition.stop().clone())
+        })
+        .await
     }
 }

@@ -62,7 +62,6 @@ struct Supervisor<'a> {
     /// Runners told to stop that have not ended yet; their leases are released (unless
     /// wanted again) once they have.
     stopping: BTreeMap<u32, Task>,
-    last_renewal: Option<Instant>,
     /// Until when the leases renewed last count as held (see [`LeaseHeld`]).
     valid_until: Arc<Mutex<Option<Instant>>>,
     ensured: bool,
@@ -95,7 +94,6 @@ impl PartitionedConsumer {
             store,
             running: BTreeMap::new(),
             stopping: BTreeMap::new(),
-            last_renewal: None,
             valid_until: Arc::default(),
             ensured: false,
             report: PartitionedReport::default(),
@@ -225,7 +223,6 @@ impl Supervisor<'_> {
             .await?
             .into_iter()
             .collect();
-        self.last_renewal = Some(renewal);
         let margin = self
             .partitioned
             .lease_ttl
@@ -322,11 +319,11 @@ impl Supervisor<'_> {
 
     /// After a failed heartbeat: stops every runner once the leases may have expired.
     fn stop_if_expiring(&mut self) {
-        let margin = self
-            .partitioned
-            .lease_ttl
-            .saturating_sub(self.partitioned.heartbeat_interval);
-        if self.last_renewal.is_some_and(|at| at.elapsed() < margin) {
+        let valid_until = *self
+            .valid_until
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if valid_until.is_some_and(|until| Instant::now() < until) {
             return;
         }
         let partitions: Vec<u32> = self.running.keys().copied().collect();
