@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use tokio::process::{Child, Command};
 
-use crate::SoakError;
+use crate::error::SoakError;
 use crate::plan::Broker;
 
 /// A running (or killed) broker server of the soak.

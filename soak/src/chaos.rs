@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use sea_orm::{ConnectionTrait as _, DatabaseConnection, DbBackend, Statement};
 use serde::Serialize;
 
-use crate::SoakError;
 use crate::broker::BrokerServer;
+use crate::error::SoakError;
 use crate::process::{Kind, Processes};
 use crate::relay::APPLICATION_NAME_PREFIX;
 use crate::takeover::Takeovers;

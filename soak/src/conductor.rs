@@ -12,10 +12,10 @@ use outbox_brokers::nats::{self, NatsStream};
 use outbox_seaorm::Outbox;
 use outbox_seaorm::cli::parse_duration;
 
-use crate::SoakError;
 use crate::broker::BrokerServer;
 use crate::chaos;
 use crate::databases::{Databases, connect};
+use crate::error::SoakError;
 use crate::plan::{Broker, Plan};
 use crate::process::{Kind, Processes};
 use crate::report::{Partitioned, Report};

@@ -23,9 +23,9 @@ use outbox_seaorm::{Outbox, UnitOfWork, inbox_handler};
 use sea_orm::{ConnectionTrait as _, DbBackend, DbErr, Statement};
 use tokio_util::sync::CancellationToken;
 
-use crate::SoakError;
 use crate::contract::CustomerOrderedV1;
 use crate::databases::connect;
+use crate::error::SoakError;
 use crate::plan::{Broker, CONSUMER, Plan, consumer_instance};
 
 /// Applies an order: one effect row, in the inbox's transaction.

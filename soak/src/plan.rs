@@ -6,7 +6,7 @@ use clap::ValueEnum;
 use outbox_brokers::route::PartitionedRoute;
 use serde::{Deserialize, Serialize};
 
-use crate::SoakError;
+use crate::error::SoakError;
 
 /// The environment variable that carries the plan to the child roles.
 pub const PLAN_VARIABLE: &str = "OUTBOX_SOAK_PLAN";

@@ -8,7 +8,7 @@ use std::process::Stdio;
 
 use tokio::process::{Child, Command};
 
-use crate::SoakError;
+use crate::error::SoakError;
 use crate::plan::PLAN_VARIABLE;
 
 /// What a child process is.

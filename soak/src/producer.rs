@@ -13,9 +13,9 @@ use outbox_core::mapping::DerivedMapping;
 use outbox_seaorm::{Outbox, UnitOfWorkError};
 use sea_orm::{ConnectionTrait as _, DbBackend, DbErr, SqlErr, Statement};
 
-use crate::SoakError;
 use crate::contract::{CustomerOrderedV1, Ordered, ShopEvent};
 use crate::databases::connect;
+use crate::error::SoakError;
 use crate::plan::{Plan, customer};
 
 /// Places the plan's orders; returns when all are placed.

@@ -18,8 +18,8 @@ use outbox_seaorm::Outbox;
 use outbox_seaorm::relay::Relay;
 use tokio_util::sync::CancellationToken;
 
-use crate::SoakError;
 use crate::databases::connect;
+use crate::error::SoakError;
 use crate::plan::{Broker, Plan};
 
 /// The start of every relay's `application_name` (the conductor matches it).
