@@ -25,6 +25,9 @@
 //! | [`LISTENER_RECONNECTS`] | counter | `outbox` | PostgreSQL `LISTEN` connections re-established |
 //! | [`OPERATOR_ACTIONS`] | counter | `outbox`, `action` | requeues and skips by operators |
 //! | [`PURGED_ROWS`] | counter | `outbox`, `table` (`outbox` / `inbox`) | rows deleted by retention |
+//! | [`LOG_SLOT_LAG_BYTES`] | gauge | `outbox`, `slot` | log relay: bytes of WAL between the server's position and the slot's acknowledged one |
+//! | [`LOG_SLOT_WAL_STATUS`] | gauge | `outbox`, `slot`, `status` | log relay: 1 for the slot's current `wal_status` (`reserved`, `extended`, `unreserved`, `lost`), 0 for the others |
+//! | [`LOG_COMMIT_TO_PUBLISH`] | histogram | `outbox` | log relay: seconds from a transaction's commit to the broker's confirmation of its last event |
 
 /// Gauge: rows with status `pending`.
 pub const PENDING_ROWS: &str = "outbox_pending_rows";
@@ -57,6 +60,15 @@ pub const RELAY_HEARTBEAT: &str = "outbox_relay_heartbeat_timestamp_seconds";
 pub const LEASES_OWNED: &str = "outbox_relay_leases_owned";
 /// Counter: `LISTEN` connections re-established.
 pub const LISTENER_RECONNECTS: &str = "outbox_relay_listener_reconnects_total";
+/// Gauge: bytes of WAL a log relay's slot holds back (server position − acknowledged
+/// position), by `slot`.
+pub const LOG_SLOT_LAG_BYTES: &str = "outbox_log_slot_lag_bytes";
+/// Gauge: 1 for a log relay slot's current `wal_status`, 0 for the other statuses, by
+/// `slot` and `status`; `lost` means the slot was invalidated.
+pub const LOG_SLOT_WAL_STATUS: &str = "outbox_log_slot_wal_status";
+/// Histogram: seconds from a transaction's commit to the broker's confirmation of its last
+/// event (log relay).
+pub const LOG_COMMIT_TO_PUBLISH: &str = "outbox_log_commit_to_publish_seconds";
 /// Counter: operator actions (`requeue`, `skip`).
 pub const OPERATOR_ACTIONS: &str = "outbox_operator_actions_total";
 /// Counter: rows deleted by retention, by `table`.

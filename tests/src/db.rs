@@ -92,6 +92,25 @@ async fn connect(options: ConnectOptions) -> DatabaseConnection {
 
 async fn drop_server_database(service: Service, admin_url: &str, name: &str) {
     let admin = connect(quiet(ConnectOptions::new(admin_url))).await;
+    if service == Service::Postgres {
+        // Replication slots of the database (log relay tests) block its drop: end their
+        // streams, then drop them.
+        let slots = format!(
+            "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots \
+             WHERE database = '{name}' AND active_pid IS NOT NULL"
+        );
+        let _ = admin.execute_unprepared(&slots).await;
+        let drop_slots = format!(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+             WHERE database = '{name}'"
+        );
+        for _ in 0..50 {
+            if admin.execute_unprepared(&drop_slots).await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
     let statement = match service {
         Service::Postgres => format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
         _ => format!("DROP DATABASE IF EXISTS `{name}`"),
@@ -160,8 +179,19 @@ impl TestDb {
     }
 
     async fn server(kind: Service, backend: Backend, test: &str) -> Option<Self> {
-        let service = kind;
         let admin_url = crate::service(kind, test)?;
+        Some(Self::server_at(kind, backend, admin_url).await)
+    }
+
+    /// A fresh PostgreSQL database on the tests' `wal_level = logical` cluster (see
+    /// [`crate::logical_pg`]), for the log relay.
+    pub async fn logical_postgres(test: &str) -> Option<Self> {
+        let cluster = crate::logical_pg::LogicalPostgres::shared(test).await?;
+        Some(Self::server_at(Service::Postgres, Backend::Postgres, cluster.admin_url()).await)
+    }
+
+    /// A fresh database on the server of `admin_url`.
+    pub async fn server_at(service: Service, backend: Backend, admin_url: String) -> Self {
         // UUIDv7: unique, and sortable by creation time when leftovers are inspected.
         let name = format!("outbox_t_{}", uuid::Uuid::now_v7().simple());
         let admin = connect(quiet(ConnectOptions::new(&admin_url))).await;
@@ -184,12 +214,12 @@ impl TestDb {
         };
         let url = with_database(&admin_url, &name);
         let db = connect(quiet(ConnectOptions::new(&url))).await;
-        Some(Self {
+        Self {
             db,
             backend,
             url,
             cleanup: Some(cleanup),
-        })
+        }
     }
 
     /// A fresh PostgreSQL database.

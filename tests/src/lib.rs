@@ -9,6 +9,7 @@
 
 pub mod bookstore;
 pub mod db;
+pub mod logical_pg;
 pub mod proxy;
 pub mod readme;
 pub mod tansu;

@@ -153,6 +153,8 @@ mod jobs;
 mod leases;
 #[cfg(feature = "postgres")]
 mod listener;
+#[cfg(feature = "log-relay")]
+pub mod log;
 #[cfg(all(test, feature = "mysql"))]
 mod mark_index_tests;
 mod outage;

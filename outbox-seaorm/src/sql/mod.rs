@@ -18,6 +18,7 @@
 //! | the relay or consumer instances that share them: heartbeats, live list | `instance.rs` |
 //! | the inbox, the consumers' dead letters and parked messages | `inbox/` |
 //! | retention deletes | `retention.rs` |
+//! | the log relay: start-up checks, publication, slot, heartbeat (PostgreSQL) | `log/` |
 //! | operator actions, status | `ops/` |
 //!
 //! This layer knows tables, columns and backends; it never imports the relay, the inbox
@@ -34,6 +35,8 @@ pub(crate) mod inbox;
 pub(crate) mod insert;
 mod instance;
 mod lease;
+#[cfg(feature = "log-relay")]
+pub(crate) mod log;
 mod mark;
 pub(crate) mod ops;
 mod record;

@@ -86,6 +86,11 @@ impl Store {
         self
     }
 
+    /// The outbox this store's statements run on.
+    pub(crate) fn outbox(&self) -> &Outbox {
+        &self.outbox
+    }
+
     pub(crate) fn backend(&self) -> DbBackend {
         self.backend
     }

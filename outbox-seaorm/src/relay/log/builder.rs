@@ -1,0 +1,233 @@
+//! [`LogRelayBuilder`]: the only way to a [`LogRelay`]; every setting is validated by
+//! [`build`](LogRelayBuilder::build).
+
+use std::time::Duration;
+
+use outbox_core::policy::Backoff;
+use outbox_core::publish::Publisher;
+use sea_orm::{DatabaseConnection, DbBackend};
+
+use super::LogRelay;
+use super::config::LogRelayConfig;
+use super::error::LogRelayError;
+use crate::config::Outbox;
+use crate::table::MAX_IDENTIFIER_LEN;
+
+/// Builds a [`LogRelay`]; see [`LogRelay::builder`].
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct LogRelayBuilder<P> {
+    pub(super) db: DatabaseConnection,
+    pub(super) outbox: Outbox,
+    pub(super) publisher: P,
+    pub(super) slot: Option<String>,
+    pub(super) publication: Option<String>,
+    pub(super) batch_size: Option<usize>,
+    pub(super) max_attempts: Option<u32>,
+    pub(super) backoff: Option<Backoff>,
+    pub(super) heartbeat_interval: Option<Duration>,
+    pub(super) feedback_interval: Option<Duration>,
+    pub(super) publish_timeout: Option<Duration>,
+    pub(super) connect_timeout: Option<Duration>,
+    pub(super) connection_url: Option<String>,
+}
+
+impl<P> std::fmt::Debug for LogRelayBuilder<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogRelayBuilder")
+            .field("slot", &self.slot)
+            .field("publication", &self.publication)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why `name` is not a replication slot name (`[a-z0-9_]`, 1 to 63 characters).
+fn slot_name_problem(name: &str) -> Option<String> {
+    if name.is_empty() || name.len() > MAX_IDENTIFIER_LEN {
+        return Some(format!(
+            "`{name}` must have 1 to {MAX_IDENTIFIER_LEN} characters"
+        ));
+    }
+    name.chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_'))
+        .map(|c| {
+            format!("`{name}` has `{c}`: a slot name has lower-case letters, digits and `_` only")
+        })
+}
+
+/// Why `name` is not a plain identifier (`[A-Za-z_][A-Za-z0-9_]*`, at most 63 characters).
+fn identifier_problem(name: &str) -> Option<String> {
+    let mut chars = name.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !first_ok || !rest_ok || name.len() > MAX_IDENTIFIER_LEN {
+        return Some(format!(
+            "`{name}` is not an identifier ([A-Za-z_][A-Za-z0-9_]*, at most \
+             {MAX_IDENTIFIER_LEN} characters)"
+        ));
+    }
+    None
+}
+
+fn positive(setting: &'static str, value: Duration) -> Result<Duration, LogRelayError> {
+    if value.is_zero() {
+        return Err(LogRelayError::Config {
+            setting,
+            reason: "must be longer than zero".into(),
+        });
+    }
+    Ok(value)
+}
+
+impl<P: Publisher + 'static> LogRelayBuilder<P> {
+    /// The replication slot to stream from, created on first start (required).
+    pub fn slot(mut self, name: impl Into<String>) -> Self {
+        self.slot = Some(name.into());
+        self
+    }
+
+    /// The publication the slot streams, created on first start (default: the slot's
+    /// name).
+    pub fn publication(mut self, name: impl Into<String>) -> Self {
+        self.publication = Some(name.into());
+        self
+    }
+
+    /// Events per published batch (at least 1).
+    pub fn batch_size(mut self, events: usize) -> Self {
+        self.batch_size = Some(events);
+        self
+    }
+
+    /// Failed attempts before an event is dead-lettered (at least 1).
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = Some(attempts);
+        self
+    }
+
+    /// Delay before the next attempt of a failed event, and between reconnections.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = Some(backoff);
+        self
+    }
+
+    /// Time between idle-database heartbeats.
+    pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.heartbeat_interval = Some(interval);
+        self
+    }
+
+    /// Shortest time between two status updates to the server while changes arrive.
+    pub fn feedback_interval(mut self, interval: Duration) -> Self {
+        self.feedback_interval = Some(interval);
+        self
+    }
+
+    /// Limit of one `publish` call.
+    pub fn publish_timeout(mut self, timeout: Duration) -> Self {
+        self.publish_timeout = Some(timeout);
+        self
+    }
+
+    /// Limit of connecting the replication connection.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// The replication connection's URL (`postgres://user:password@host:port/database`),
+    /// when the pool's settings are not enough (a password, TLS settings). It must name the
+    /// pool's database.
+    pub fn connection_url(mut self, url: impl Into<String>) -> Self {
+        self.connection_url = Some(url.into());
+        self
+    }
+
+    /// Validates the settings.
+    ///
+    /// # Errors
+    /// [`LogRelayError::NotPostgres`] on another backend; [`LogRelayError::Config`] for a
+    /// missing or invalid slot name, an invalid publication name, a zero batch size, zero
+    /// attempts or a zero interval.
+    pub fn build(self) -> Result<LogRelay<P>, LogRelayError> {
+        let backend = self.db.get_database_backend();
+        if backend != DbBackend::Postgres {
+            return Err(LogRelayError::NotPostgres {
+                backend: format!("{backend:?}"),
+            });
+        }
+        let slot = self.slot.ok_or_else(|| LogRelayError::Config {
+            setting: "slot",
+            reason: "required: the replication slot to stream from".into(),
+        })?;
+        if let Some(reason) = slot_name_problem(&slot) {
+            return Err(LogRelayError::Config {
+                setting: "slot",
+                reason,
+            });
+        }
+        let mut config = LogRelayConfig::new(slot);
+        if let Some(publication) = self.publication {
+            if let Some(reason) = identifier_problem(&publication) {
+                return Err(LogRelayError::Config {
+                    setting: "publication",
+                    reason,
+                });
+            }
+            config.publication = publication;
+        }
+        if let Some(batch_size) = self.batch_size {
+            if batch_size == 0 {
+                return Err(LogRelayError::Config {
+                    setting: "batch_size",
+                    reason: "must be at least 1".into(),
+                });
+            }
+            config.batch_size = batch_size;
+        }
+        if let Some(attempts) = self.max_attempts {
+            if attempts == 0 {
+                return Err(LogRelayError::Config {
+                    setting: "max_attempts",
+                    reason: "must be at least 1".into(),
+                });
+            }
+            config.max_attempts = attempts;
+        }
+        if let Some(backoff) = self.backoff {
+            config.backoff = backoff;
+        }
+        if let Some(interval) = self.heartbeat_interval {
+            config.heartbeat_interval = positive("heartbeat_interval", interval)?;
+        }
+        if let Some(interval) = self.feedback_interval {
+            config.feedback_interval = positive("feedback_interval", interval)?;
+        }
+        if let Some(timeout) = self.publish_timeout {
+            config.publish_timeout = positive("publish_timeout", timeout)?;
+        }
+        if let Some(timeout) = self.connect_timeout {
+            config.connect_timeout = positive("connect_timeout", timeout)?;
+        }
+        config.connection_url = self.connection_url;
+        Ok(LogRelay::new(self.db, self.outbox, self.publisher, config))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_names_follow_postgres_rules() {
+        assert_eq!(slot_name_problem("orders_outbox"), None);
+        assert!(slot_name_problem("Orders").is_some());
+        assert!(slot_name_problem("a-b").is_some());
+        assert!(slot_name_problem("").is_some());
+        assert!(slot_name_problem(&"a".repeat(64)).is_some());
+        assert_eq!(identifier_problem("Orders_pub"), None);
+        assert!(identifier_problem("1pub").is_some());
+        assert!(identifier_problem("pub; DROP").is_some());
+    }
+}

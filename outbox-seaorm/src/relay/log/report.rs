@@ -1,0 +1,35 @@
+//! [`LogRelayReport`]: what a log relay did.
+
+/// What a [`LogRelay`](super::LogRelay) did while it ran.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LogRelayReport {
+    /// Events the broker confirmed.
+    pub published: u64,
+    /// Failed attempts that were retried.
+    pub retried: u64,
+    /// Events given up on (a permanent rejection, `max_attempts` transient failures, or an
+    /// unreadable row).
+    pub dead_lettered: u64,
+    /// Transactions acknowledged (heartbeats included).
+    pub transactions: u64,
+    /// Heartbeat messages received back from the stream.
+    pub heartbeats: u64,
+    /// Times the stream was started again after an error.
+    pub restarts: u64,
+    /// The last position acknowledged to the server (0: none).
+    pub acknowledged_lsn: u64,
+}
+
+impl LogRelayReport {
+    /// Adds the counts of `other` (one streaming session) to this report.
+    pub(super) fn merge(&mut self, other: &Self) {
+        self.published += other.published;
+        self.retried += other.retried;
+        self.dead_lettered += other.dead_lettered;
+        self.transactions += other.transactions;
+        self.heartbeats += other.heartbeats;
+        self.restarts += other.restarts;
+        self.acknowledged_lsn = self.acknowledged_lsn.max(other.acknowledged_lsn);
+    }
+}

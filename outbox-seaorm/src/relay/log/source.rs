@@ -1,0 +1,272 @@
+//! Where the log relay reads changes from: a thin seam over the logical replication client
+//! (`pg_walstream`, a fast-moving 0.x crate), so that nothing else of the relay names its
+//! types. [`Change`] is what the relay consumes; [`WalSource`] produces it from a
+//! replication connection; [`Acknowledger`] moves the slot's confirmed position.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use pg_walstream::{
+    ChangeEvent, ColumnValue, EventType, LogicalReplicationStream, ReplicationError,
+    ReplicationStreamConfig, RetryConfig, RowData, SharedLsnFeedback, StreamingMode,
+};
+use tokio_util::sync::CancellationToken;
+
+/// A replicated row: column name → value in PostgreSQL's text format (`None`: SQL `NULL`).
+#[derive(Debug)]
+pub(crate) struct Row(Box<RowData>);
+
+impl Row {
+    /// The text of column `name`: `None` when the column is missing or `NULL`.
+    pub(crate) fn text(&self, name: &str) -> Option<&str> {
+        self.0.get(name).and_then(ColumnValue::as_str)
+    }
+}
+
+/// One change of the stream, in commit order.
+#[derive(Debug)]
+pub(crate) enum Change {
+    /// A transaction starts; its changes follow, then its [`Change::Commit`].
+    Begin,
+    /// A row inserted into a published table.
+    Insert {
+        /// The table's schema.
+        schema: Arc<str>,
+        /// The table's name.
+        table: Arc<str>,
+        /// The row.
+        row: Row,
+    },
+    /// A logical message (`pg_logical_emit_message`).
+    Message {
+        /// Whether it was written in a transaction (it then arrives between its
+        /// transaction's [`Change::Begin`] and [`Change::Commit`]).
+        transactional: bool,
+        /// The message's prefix.
+        prefix: Arc<str>,
+        /// Its body.
+        content: Vec<u8>,
+        /// Its position (the acknowledgement of a non-transactional message).
+        lsn: u64,
+    },
+    /// The transaction committed; acknowledging `end_lsn` confirms it and everything
+    /// before it.
+    Commit {
+        /// The position right after the commit record.
+        end_lsn: u64,
+        /// When the transaction committed.
+        committed_at: DateTime<Utc>,
+    },
+    /// Anything else the stream carries (relation and type descriptions, origins): the
+    /// relay does not act on it.
+    Other,
+}
+
+/// A failure of the replication connection, with the server's SQLSTATE when it sent one.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub(crate) struct SourceError {
+    /// The five-character SQLSTATE, when the server reported one.
+    pub(crate) sqlstate: Option<String>,
+    /// What went wrong.
+    pub(crate) message: String,
+    /// Whether retrying cannot help (authentication, a missing or invalidated slot).
+    pub(crate) permanent: bool,
+}
+
+impl From<ReplicationError> for SourceError {
+    fn from(error: ReplicationError) -> Self {
+        let message = error.to_string();
+        // The client writes server errors as `[SQLSTATE] message`.
+        let sqlstate = message.find('[').and_then(|start| {
+            let code = message.get(start + 1..start + 6)?;
+            let closed = message.get(start + 6..start + 7) == Some("]");
+            (closed && code.bytes().all(|b| b.is_ascii_alphanumeric())).then(|| code.to_owned())
+        });
+        Self {
+            permanent: error.is_permanent(),
+            sqlstate,
+            message,
+        }
+    }
+}
+
+/// Settings of one replication connection.
+#[derive(Debug, Clone)]
+pub(crate) struct SourceSettings {
+    /// A libpq connection string to the database, without `replication=database`.
+    pub(crate) url: String,
+    /// The slot to stream from (created when missing).
+    pub(crate) slot: String,
+    /// The publication to stream.
+    pub(crate) publication: String,
+    /// How long connecting may take.
+    pub(crate) connect_timeout: Duration,
+    /// How often status updates go out while changes arrive.
+    pub(crate) feedback_interval: Duration,
+}
+
+/// Moves the slot's confirmed position: shared between the relay's publishing side (which
+/// acknowledges) and the reading side (which reports it to the server).
+#[derive(Debug, Clone)]
+pub(crate) struct Acknowledger(Arc<SharedLsnFeedback>);
+
+impl Acknowledger {
+    /// Confirms everything up to `lsn` (monotonic: a lower value is ignored).
+    pub(crate) fn acknowledge(&self, lsn: u64) {
+        self.0.update_flushed_lsn(lsn);
+        self.0.update_applied_lsn(lsn);
+    }
+}
+
+/// A logical replication stream of the `pgoutput` plugin, messages included.
+pub(crate) struct WalSource {
+    stream: LogicalReplicationStream,
+}
+
+impl std::fmt::Debug for WalSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WalSource").finish_non_exhaustive()
+    }
+}
+
+/// `url` (a URL or a libpq `key=value` string) with `replication=database`, and ISO dates
+/// so that timestamps parse whatever the server's default `DateStyle`.
+fn replication_url(url: &str) -> String {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let separator = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{separator}replication=database&options=-c%20DateStyle%3DISO")
+    } else {
+        format!("{url} replication=database options='-c DateStyle=ISO'")
+    }
+}
+
+/// A libpq `key=value` connection string (values quoted, `\` and `'` escaped).
+pub(crate) fn conninfo(pairs: &[(&str, &str)]) -> String {
+    pairs
+        .iter()
+        .map(|(key, value)| {
+            let value = value.replace('\\', "\\\\").replace('\'', "\\'");
+            format!("{key}='{value}'")
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl WalSource {
+    /// Connects, creates the slot when missing (`pgoutput`, no snapshot) and starts
+    /// streaming after the slot's confirmed position.
+    pub(crate) async fn start(settings: &SourceSettings) -> Result<Self, SourceError> {
+        let retry = RetryConfig {
+            max_attempts: 1,
+            ..RetryConfig::default()
+        };
+        let config =
+            ReplicationStreamConfig::builder(settings.slot.clone(), settings.publication.clone())
+                .with_protocol_version(1)
+                .with_streaming_mode(StreamingMode::Off)
+                .with_messages(true)
+                .with_feedback_interval(settings.feedback_interval)
+                .with_connection_timeout(settings.connect_timeout)
+                .with_health_check_interval(Duration::from_secs(3600))
+                .with_retry_config(retry);
+        let mut stream =
+            LogicalReplicationStream::new(&replication_url(&settings.url), config).await?;
+        stream.start(None).await?;
+        Ok(Self { stream })
+    }
+
+    /// The acknowledger of this stream.
+    pub(crate) fn acknowledger(&self) -> Acknowledger {
+        Acknowledger(Arc::clone(&self.stream.shared_lsn_feedback))
+    }
+
+    /// The next change, or `None` once `wake` is cancelled (nothing is lost: the stream
+    /// goes on at the next call).
+    pub(crate) async fn next(
+        &mut self,
+        wake: &CancellationToken,
+    ) -> Result<Option<Change>, SourceError> {
+        match self.stream.next_event(wake).await {
+            Ok(event) => Ok(Some(change(event))),
+            Err(ReplicationError::Cancelled(_)) => Ok(None),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Sends a status update when the feedback interval has passed and the acknowledged
+    /// position moved.
+    pub(crate) async fn feedback_if_due(&mut self) {
+        self.stream.maybe_send_feedback().await;
+    }
+
+    /// Sends a status update now.
+    pub(crate) async fn feedback(&mut self) -> Result<(), SourceError> {
+        Ok(self.stream.send_feedback().await?)
+    }
+}
+
+fn change(event: ChangeEvent) -> Change {
+    match event.event_type {
+        EventType::Begin { .. } => Change::Begin,
+        EventType::Insert {
+            schema,
+            table,
+            data,
+            ..
+        } => Change::Insert {
+            schema,
+            table,
+            row: Row(Box::new(data)),
+        },
+        EventType::Message {
+            flags,
+            message_lsn,
+            prefix,
+            content,
+        } => Change::Message {
+            transactional: flags & 1 == 1,
+            prefix,
+            content: content.to_vec(),
+            lsn: message_lsn.0,
+        },
+        EventType::Commit {
+            end_lsn,
+            commit_timestamp,
+            ..
+        } => Change::Commit {
+            end_lsn: end_lsn.0,
+            committed_at: commit_timestamp,
+        },
+        _ => Change::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_sqlstate_of_server_errors() {
+        let error = SourceError::from(ReplicationError::ReplicationSlot(
+            "[55006] replication slot \"s\" is active for PID 42".into(),
+        ));
+        assert_eq!(error.sqlstate.as_deref(), Some("55006"));
+        let error = SourceError::from(ReplicationError::Protocol("no state [x]".into()));
+        assert_eq!(error.sqlstate, None);
+    }
+
+    #[test]
+    fn replication_urls_ask_for_a_database_connection() {
+        assert_eq!(
+            replication_url("postgres://u@h:1/db"),
+            "postgres://u@h:1/db?replication=database&options=-c%20DateStyle%3DISO"
+        );
+        assert!(replication_url("postgres://h/db?sslmode=disable").contains("disable&replication"));
+        assert_eq!(
+            replication_url(&conninfo(&[("host", "/run/pg"), ("user", "o'k")])),
+            "host='/run/pg' user='o\\'k' replication=database options='-c DateStyle=ISO'"
+        );
+    }
+}

@@ -1,0 +1,18 @@
+//! The log relay's statements (PostgreSQL only), one operation per file:
+//!
+//! | operation | file |
+//! |---|---|
+//! | what start-up checks: `wal_level`, the `REPLICATION` privilege, free slots | `preflight.rs` |
+//! | the publication of the outbox's inserts: create, check | `publication.rs` |
+//! | the replication slot: state, lag, `wal_status`, drop | `slot.rs` |
+//! | the idle-database heartbeat (`pg_logical_emit_message`) | `heartbeat.rs` |
+//!
+//! The replication stream itself is not SQL: it lives behind `relay::log::source`.
+
+mod heartbeat;
+mod preflight;
+mod publication;
+mod slot;
+
+pub(crate) use preflight::Preflight;
+pub(crate) use slot::SlotRow;

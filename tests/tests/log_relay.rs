@@ -1,0 +1,469 @@
+//! The log relay (`outbox_seaorm::relay::log`) against a real `wal_level = logical`
+//! PostgreSQL cluster of the tests' own (`outbox_tests::logical_pg`): commit order, the
+//! envelopes it carries, acknowledgement and redelivery across crashes and restarts, the
+//! idle heartbeat, and the start-up checks.
+
+use std::time::Duration;
+
+use outbox_core::in_process::InProcessBroker;
+use outbox_core::{Envelope, Raise};
+use outbox_seaorm::Outbox;
+use outbox_seaorm::record::OutboxRecord;
+use outbox_seaorm::relay::log::{LogRelay, LogRelayBuilder, LogRelayError, LogRelayReport};
+use outbox_seaorm::schema;
+use outbox_tests::bookstore::{OrderNotedV2, OrderingContracts, OrderingEvent};
+use outbox_tests::db::TestDb;
+use sea_orm::{ConnectionTrait, Statement, TransactionTrait as _};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+async fn logical_db(test: &str) -> Option<(TestDb, Outbox)> {
+    let db = TestDb::logical_postgres(test).await?;
+    let outbox = Outbox::default();
+    schema::install(db.conn(), &outbox).await.expect("install");
+    Some((db, outbox))
+}
+
+/// A slot name of the test's own (slots are cluster-wide).
+fn slot_name() -> String {
+    format!("t_{}", Uuid::now_v7().simple())
+}
+
+fn log_relay(
+    db: &TestDb,
+    outbox: &Outbox,
+    broker: &InProcessBroker,
+    slot: &str,
+) -> LogRelayBuilder<InProcessBroker> {
+    LogRelay::builder(db.conn().clone(), outbox.clone(), broker.clone())
+        .slot(slot)
+        .heartbeat_interval(Duration::from_millis(200))
+        .feedback_interval(Duration::from_millis(50))
+}
+
+struct Running {
+    shutdown: CancellationToken,
+    task: JoinHandle<Result<LogRelayReport, LogRelayError>>,
+}
+
+impl Running {
+    fn start(relay: LogRelay<InProcessBroker>) -> Self {
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(relay.run(shutdown.clone()));
+        Self { shutdown, task }
+    }
+
+    async fn stop(self) -> LogRelayReport {
+        self.shutdown.cancel();
+        tokio::time::timeout(WAIT, self.task)
+            .await
+            .expect("the log relay stopped")
+            .expect("the log relay did not panic")
+            .expect("the log relay ran without a fatal error")
+    }
+
+    /// A crash: the task is aborted, its connection dropped, no final acknowledgement.
+    async fn crash(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+}
+
+/// Waits until the slot exists and is streamed from.
+async fn wait_for_active_slot(db: &TestDb, slot: &str) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let row = db
+            .conn()
+            .query_one_raw(Statement::from_string(
+                db.conn().get_database_backend(),
+                format!("SELECT active FROM pg_replication_slots WHERE slot_name = '{slot}'"),
+            ))
+            .await
+            .unwrap();
+        if row.is_some_and(|row| row.try_get::<bool>("", "active").unwrap_or(false)) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "slot {slot} never became active"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn note(db: &TestDb, outbox: &Outbox, order: &str, from: u32, count: u32) -> Vec<Uuid> {
+    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+    for n in from..from + count {
+        uow.raise(OrderingEvent::Noted {
+            order_id: order.to_owned(),
+            n,
+        });
+    }
+    uow.commit().await.unwrap().message_ids
+}
+
+fn notes(envelopes: &[Envelope]) -> Vec<(String, u32)> {
+    envelopes
+        .iter()
+        .map(|envelope| {
+            (
+                envelope.aggregate_id.clone(),
+                envelope.decode::<OrderNotedV2>().unwrap().n,
+            )
+        })
+        .collect()
+}
+
+async fn wait_for(broker: &InProcessBroker, count: usize) {
+    assert!(
+        broker.wait_for_published(count, WAIT).await,
+        "expected {count} messages, the broker has {}",
+        broker.len()
+    );
+}
+
+/// A transaction that inserted first and committed second is published second: the log
+/// delivers commit order, and no row is lost whichever order `seq` says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_commit_is_published_in_commit_order() {
+    let Some((db, outbox)) = logical_db("a_late_commit_is_published_in_commit_order").await else {
+        return;
+    };
+    // The late row, written (before the slot exists) and set aside with its `seq`.
+    note(&db, &outbox, "late", 0, 1).await;
+    for statement in [
+        "CREATE TABLE late_rows AS SELECT * FROM outbox",
+        "DELETE FROM outbox",
+    ] {
+        db.conn().execute_unprepared(statement).await.unwrap();
+    }
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    wait_for_active_slot(&db, &slot).await;
+
+    // Inserted first (the lower `seq`), committed last.
+    let late = db.conn().begin().await.unwrap();
+    late.execute_unprepared("INSERT INTO outbox SELECT * FROM late_rows")
+        .await
+        .unwrap();
+    note(&db, &outbox, "early", 0, 2).await;
+    wait_for(&broker, 2).await;
+    late.commit().await.unwrap();
+    wait_for(&broker, 3).await;
+
+    assert_eq!(
+        notes(&broker.published()),
+        [("early".into(), 0), ("early".into(), 1), ("late".into(), 0)]
+    );
+    let seqs: Vec<(String, i64)> = OutboxRecord::list(db.conn(), &outbox, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|record| (record.envelope.aggregate_id.clone(), record.seq))
+        .collect();
+    assert_eq!(
+        seqs[0].0, "late",
+        "the late row has the lowest seq: {seqs:?}"
+    );
+    let report = relay.stop().await;
+    assert_eq!(report.published, 3, "{report:?}");
+    assert_eq!(report.dead_lettered, 0, "{report:?}");
+    db.close().await;
+}
+
+/// What the log relay publishes is the envelope the table holds, field for field (the
+/// polling relay's reading of the same row).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_published_envelope_is_the_stored_one() {
+    let Some((db, outbox)) = logical_db("the_published_envelope_is_the_stored_one").await else {
+        return;
+    };
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    wait_for_active_slot(&db, &slot).await;
+    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+    uow.raise(OrderingEvent::Noted {
+        order_id: "o-1".into(),
+        n: 7,
+    });
+    uow.raise(OrderingEvent::Noted {
+        order_id: "o-2 \"quoted\" ünicode".into(),
+        n: 8,
+    });
+    uow.commit().await.unwrap();
+    wait_for(&broker, 2).await;
+    let stored: Vec<Envelope> = OutboxRecord::list(db.conn(), &outbox, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|record| record.envelope)
+        .collect();
+    assert_eq!(broker.published(), stored);
+    relay.stop().await;
+    db.close().await;
+}
+
+/// A crash after the broker confirmed but before the acknowledgement reached the server:
+/// the next relay publishes the same events again, with the same message ids, and nothing
+/// else is lost or invented.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_before_the_acknowledgement_redelivers_the_same_ids() {
+    let Some((db, outbox)) =
+        logical_db("a_crash_before_the_acknowledgement_redelivers_the_same_ids").await
+    else {
+        return;
+    };
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    // No status update goes out while it runs: everything it publishes is unacknowledged.
+    let quiet = |broker: &InProcessBroker| {
+        log_relay(&db, &outbox, broker, &slot)
+            .heartbeat_interval(Duration::from_secs(3600))
+            .feedback_interval(Duration::from_secs(3600))
+            .build()
+            .unwrap()
+    };
+    let relay = Running::start(quiet(&broker));
+    wait_for_active_slot(&db, &slot).await;
+    let first = note(&db, &outbox, "o", 0, 3).await;
+    wait_for(&broker, 3).await;
+    relay.crash().await;
+    let second = note(&db, &outbox, "o", 3, 2).await;
+
+    let after = InProcessBroker::new();
+    let relay = Running::start(log_relay(&db, &outbox, &after, &slot).build().unwrap());
+    wait_for(&after, 5).await;
+    let report = relay.stop().await;
+    let expected: Vec<Uuid> = first.iter().chain(&second).copied().collect();
+    assert_eq!(
+        after.message_ids(),
+        expected,
+        "redelivered with the same ids, then the rest"
+    );
+    assert_eq!(broker.message_ids(), first);
+    assert_eq!(report.published, 5, "{report:?}");
+    db.close().await;
+}
+
+/// A graceful stop acknowledges what was confirmed: a restart streams only what was
+/// committed after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_resumes_after_the_acknowledged_position() {
+    let Some((db, outbox)) = logical_db("a_restart_resumes_after_the_acknowledged_position").await
+    else {
+        return;
+    };
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let relay = Running::start(
+        log_relay(&db, &outbox, &broker, &slot)
+            .feedback_interval(Duration::from_secs(3600))
+            .heartbeat_interval(Duration::from_secs(3600))
+            .build()
+            .unwrap(),
+    );
+    wait_for_active_slot(&db, &slot).await;
+    note(&db, &outbox, "o", 0, 3).await;
+    wait_for(&broker, 3).await;
+    let first = relay.stop().await;
+    assert!(first.acknowledged_lsn > 0, "{first:?}");
+    let later = note(&db, &outbox, "o", 3, 2).await;
+
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    wait_for(&broker, 5).await;
+    // Nothing old comes back within a few heartbeats.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let report = relay.stop().await;
+    assert_eq!(broker.len(), 5, "{:?}", notes(&broker.published()));
+    assert_eq!(&broker.message_ids()[3..], later.as_slice());
+    assert_eq!(report.published, 2, "{report:?}");
+    db.close().await;
+}
+
+/// An idle outbox does not pin WAL: 20 MB written to another table leave the relay's slot
+/// near the server's position (its heartbeats are acknowledged), while a slot nobody
+/// streams from falls 20 MB behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_heartbeat_keeps_an_idle_slot_near_the_head() {
+    let Some((db, outbox)) = logical_db("the_heartbeat_keeps_an_idle_slot_near_the_head").await
+    else {
+        return;
+    };
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let idle = slot_name();
+    db.conn()
+        .execute_unprepared(&format!(
+            "SELECT pg_create_logical_replication_slot('{idle}', 'pgoutput')"
+        ))
+        .await
+        .unwrap();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    wait_for_active_slot(&db, &slot).await;
+    db.conn()
+        .execute_unprepared(
+            "CREATE TABLE ballast (id serial PRIMARY KEY, body text); \
+             INSERT INTO ballast (body) SELECT repeat('x', 1000) FROM generate_series(1, 20000)",
+        )
+        .await
+        .unwrap();
+    let lag = async |name: &str| -> i64 {
+        let row = db
+            .conn()
+            .query_one_raw(Statement::from_string(
+                db.conn().get_database_backend(),
+                format!(
+                    "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::int8 AS lag \
+                     FROM pg_replication_slots WHERE slot_name = '{name}'"
+                ),
+            ))
+            .await
+            .unwrap()
+            .unwrap();
+        row.try_get("", "lag").unwrap()
+    };
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut ours = lag(&slot).await;
+    while ours > 1_000_000 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the relay's slot stayed {ours} bytes behind"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        ours = lag(&slot).await;
+    }
+    let theirs = lag(&idle).await;
+    assert!(
+        theirs > 20_000_000,
+        "the idle slot is {theirs} bytes behind"
+    );
+    let report = relay.stop().await;
+    assert!(report.heartbeats > 0, "{report:?}");
+    assert_eq!(broker.len(), 0);
+    db.conn()
+        .execute_unprepared(&format!("SELECT pg_drop_replication_slot('{idle}')"))
+        .await
+        .unwrap();
+    db.close().await;
+}
+
+/// Start-up checks with clear errors: the machine's own PostgreSQL runs with
+/// `wal_level = replica`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_logical_decoding_is_refused() {
+    let Some(db) = TestDb::postgres("a_server_without_logical_decoding_is_refused").await else {
+        return;
+    };
+    let outbox = Outbox::default();
+    schema::install(db.conn(), &outbox).await.unwrap();
+    let level: String = db
+        .conn()
+        .query_one_raw(Statement::from_string(
+            db.conn().get_database_backend(),
+            "SELECT current_setting('wal_level') AS level",
+        ))
+        .await
+        .unwrap()
+        .unwrap()
+        .try_get("", "level")
+        .unwrap();
+    let relay = LogRelay::builder(db.conn().clone(), outbox, InProcessBroker::new())
+        .slot(slot_name())
+        .build()
+        .unwrap();
+    let result = tokio::time::timeout(WAIT, relay.run(CancellationToken::new()))
+        .await
+        .expect("a refused start returns at once");
+    if level == "logical" {
+        panic!("this check needs a server with wal_level below logical (found {level})");
+    }
+    let error = result.unwrap_err();
+    assert!(
+        matches!(&error, LogRelayError::WalLevel { found } if *found == level),
+        "{error}"
+    );
+    assert!(error.to_string().contains("wal_level = logical"), "{error}");
+    db.close().await;
+}
+
+/// A role without the `REPLICATION` privilege is refused with the statement that fixes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_without_replication_is_refused() {
+    let Some((db, outbox)) = logical_db("a_role_without_replication_is_refused").await else {
+        return;
+    };
+    let role = format!("r_{}", Uuid::now_v7().simple());
+    db.conn()
+        .execute_unprepared(&format!(
+            "CREATE ROLE {role} LOGIN NOREPLICATION; GRANT ALL ON ALL TABLES IN SCHEMA public TO {role}"
+        ))
+        .await
+        .unwrap();
+    let url = db
+        .url()
+        .replacen("postgres://postgres@", &format!("postgres://{role}@"), 1);
+    let conn = sea_orm::Database::connect(&url).await.unwrap();
+    let relay = LogRelay::builder(conn.clone(), outbox, InProcessBroker::new())
+        .slot(slot_name())
+        .build()
+        .unwrap();
+    let error = tokio::time::timeout(WAIT, relay.run(CancellationToken::new()))
+        .await
+        .expect("a refused start returns at once")
+        .unwrap_err();
+    assert!(
+        matches!(&error, LogRelayError::NoReplicationPrivilege { role: r } if *r == role),
+        "{error}"
+    );
+    assert!(error.to_string().contains("WITH REPLICATION"), "{error}");
+    conn.close().await.unwrap();
+    db.close().await;
+}
+
+/// Bad settings and other backends are refused by `build`.
+#[tokio::test]
+async fn bad_settings_are_refused_by_build() {
+    let db = TestDb::sqlite_memory().await;
+    let error = LogRelay::builder(db.conn().clone(), Outbox::default(), InProcessBroker::new())
+        .slot("s")
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(error, LogRelayError::NotPostgres { .. }),
+        "{error}"
+    );
+    db.close().await;
+    let Some((db, outbox)) = logical_db("bad_settings_are_refused_by_build").await else {
+        return;
+    };
+    let builder = || LogRelay::builder(db.conn().clone(), outbox.clone(), InProcessBroker::new());
+    for (result, setting) in [
+        (builder().build(), "slot"),
+        (builder().slot("Bad-Name").build(), "slot"),
+        (
+            builder().slot("ok").publication("p; DROP").build(),
+            "publication",
+        ),
+        (builder().slot("ok").batch_size(0).build(), "batch_size"),
+        (builder().slot("ok").max_attempts(0).build(), "max_attempts"),
+        (
+            builder()
+                .slot("ok")
+                .heartbeat_interval(Duration::ZERO)
+                .build(),
+            "heartbeat_interval",
+        ),
+    ] {
+        match result {
+            Err(LogRelayError::Config { setting: s, .. }) => assert_eq!(s, setting),
+            other => panic!("{setting}: expected a config error, got {other:?}"),
+        }
+    }
+    db.close().await;
+}
