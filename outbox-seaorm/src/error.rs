@@ -59,6 +59,17 @@ pub enum CommitError {
         /// The first failed statement's error.
         error: String,
     },
+    /// The outbox's [`WriteMode`](crate::config::WriteMode) writes what only PostgreSQL's
+    /// log relay reads (`remove_after_insert`, message mode), and the database is not
+    /// PostgreSQL. Nothing was written.
+    #[error(
+        "write mode `{mode}` needs PostgreSQL (its log relay reads the write-ahead log); use \
+         WriteMode::Table on this database"
+    )]
+    WriteModeNeedsPostgres {
+        /// The write mode.
+        mode: &'static str,
+    },
     /// `COMMIT` itself failed. The database normally rolled back; if the connection was
     /// lost during `COMMIT`, the outcome is unknown (as for any transaction).
     #[error("COMMIT failed: {0}")]

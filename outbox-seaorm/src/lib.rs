@@ -223,7 +223,7 @@ pub mod wakeup;
 #[cfg(feature = "cli")]
 pub mod cli;
 
-pub use config::{ConfigError, Outbox, OutboxBuilder};
+pub use config::{ConfigError, Outbox, OutboxBuilder, WriteMode};
 pub use error::{CommitError, UnitOfWorkError};
 pub use outbox_core as core;
 pub use unit_of_work::{

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use outbox_core::in_process::InProcessBroker;
 use outbox_core::{Envelope, Raise};
-use outbox_seaorm::Outbox;
 use outbox_seaorm::record::OutboxRecord;
 use outbox_seaorm::relay::log::{LogRelay, LogRelayBuilder, LogRelayError, LogRelayReport};
 use outbox_seaorm::schema;
+use outbox_seaorm::{Outbox, WriteMode};
 use outbox_tests::bookstore::{OrderNotedV2, OrderingContracts, OrderingEvent};
 use outbox_tests::db::TestDb;
 use sea_orm::{ConnectionTrait, Statement, TransactionTrait as _};
@@ -466,4 +466,129 @@ async fn bad_settings_are_refused_by_build() {
         }
     }
     db.close().await;
+}
+
+/// Commits `count` notes in `outbox`'s write mode and waits until `broker` has `total`.
+async fn commit_and_wait(
+    db: &TestDb,
+    outbox: &Outbox,
+    broker: &InProcessBroker,
+    order: &str,
+    count: u32,
+    total: usize,
+) -> Vec<Uuid> {
+    let ids = note(db, outbox, order, 0, count).await;
+    wait_for(broker, total).await;
+    ids
+}
+
+async fn outbox_rows(db: &TestDb) -> i64 {
+    db.conn()
+        .query_one_raw(Statement::from_string(
+            db.conn().get_database_backend(),
+            "SELECT count(*)::int8 AS n FROM outbox",
+        ))
+        .await
+        .unwrap()
+        .unwrap()
+        .try_get("", "n")
+        .unwrap()
+}
+
+/// Message mode: the commit writes transactional logical messages and no row; the log
+/// relay publishes them in commit order, and a rolled-back unit of work emits nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_mode_publishes_without_a_table_row() {
+    let Some((db, _)) = logical_db("message_mode_publishes_without_a_table_row").await else {
+        return;
+    };
+    let outbox = Outbox::builder()
+        .write_mode(WriteMode::message())
+        .build()
+        .unwrap();
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    wait_for_active_slot(&db, &slot).await;
+
+    let rolled_back = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+    rolled_back.raise(OrderingEvent::Noted {
+        order_id: "ghost".into(),
+        n: 0,
+    });
+    rolled_back.rollback().await.unwrap();
+    let first = commit_and_wait(&db, &outbox, &broker, "a", 3, 3).await;
+    let second = commit_and_wait(&db, &outbox, &broker, "b", 2, 5).await;
+    assert_eq!(outbox_rows(&db).await, 0, "message mode writes no row");
+    let expected: Vec<Uuid> = first.iter().chain(&second).copied().collect();
+    assert_eq!(broker.message_ids(), expected);
+    assert!(
+        notes(&broker.published())
+            .iter()
+            .all(|(order, _)| order != "ghost")
+    );
+    let report = relay.stop().await;
+    assert_eq!(report.published, 5, "{report:?}");
+    db.close().await;
+}
+
+/// `remove_after_insert`: each row is deleted in its own transaction, the table stays
+/// empty, and the log relay still publishes every insert.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remove_after_insert_keeps_the_table_empty() {
+    let Some((db, _)) = logical_db("remove_after_insert_keeps_the_table_empty").await else {
+        return;
+    };
+    let outbox = Outbox::builder()
+        .write_mode(WriteMode::table_removed_after_insert())
+        .build()
+        .unwrap();
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    wait_for_active_slot(&db, &slot).await;
+    let ids = commit_and_wait(&db, &outbox, &broker, "a", 4, 4).await;
+    assert_eq!(outbox_rows(&db).await, 0, "the rows were removed again");
+    assert_eq!(broker.message_ids(), ids);
+    relay.stop().await;
+    db.close().await;
+}
+
+/// The modes that only the log relay reads are refused where they cannot work: a commit on
+/// another database (nothing written, business rows rolled back), and a polling relay.
+#[tokio::test]
+async fn log_only_write_modes_are_refused_elsewhere() {
+    use outbox_seaorm::relay::{Relay, RelayConfigError};
+    use outbox_seaorm::{CommitError, schema};
+    for mode in [
+        WriteMode::message(),
+        WriteMode::table_removed_after_insert(),
+    ] {
+        let db = TestDb::sqlite_memory().await;
+        let outbox = Outbox::builder().write_mode(mode.clone()).build().unwrap();
+        schema::install(db.conn(), &outbox).await.unwrap();
+        let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+        uow.raise(OrderingEvent::Noted {
+            order_id: "a".into(),
+            n: 0,
+        });
+        let error = uow.commit().await.unwrap_err();
+        assert!(
+            matches!(error, CommitError::WriteModeNeedsPostgres { mode: m } if m == mode.as_str()),
+            "{error}"
+        );
+        assert_eq!(OutboxRecord::count(db.conn(), &outbox).await.unwrap(), 0);
+        let refused = Relay::builder(db.conn().clone(), outbox, InProcessBroker::new()).build();
+        assert!(
+            matches!(refused, Err(RelayConfigError::WriteMode { .. })),
+            "{refused:?}"
+        );
+        db.close().await;
+    }
+    assert!(
+        Outbox::builder()
+            .write_mode(WriteMode::message_with_prefix("two words"))
+            .build()
+            .is_err()
+    );
 }

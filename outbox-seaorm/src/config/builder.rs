@@ -9,6 +9,7 @@ use outbox_core::clock::{Clock, SystemClock};
 
 use super::error::ConfigError;
 use super::job::Job;
+use super::write_mode::WriteMode;
 use super::{
     DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, DEFAULT_INBOX_TABLE, DEFAULT_NOTIFY_CHANNEL,
     DEFAULT_OUTBOX_TABLE, Outbox, Settings,
@@ -37,6 +38,7 @@ pub struct OutboxBuilder {
     sqlite_begin_immediate: bool,
     trace_source: TraceContextSource,
     jobs: Vec<Job>,
+    write_mode: WriteMode,
 }
 
 impl Default for OutboxBuilder {
@@ -55,6 +57,7 @@ impl Default for OutboxBuilder {
             sqlite_begin_immediate: true,
             trace_source: trace::default_source(),
             jobs: Vec::new(),
+            write_mode: WriteMode::default(),
         }
     }
 }
@@ -158,6 +161,13 @@ impl OutboxBuilder {
         self
     }
 
+    /// How commits write their envelopes (default [`WriteMode::Table`]): see
+    /// [`WriteMode`] for the modes that only the log relay reads.
+    pub fn write_mode(mut self, mode: WriteMode) -> Self {
+        self.write_mode = mode;
+        self
+    }
+
     /// Validates the settings.
     ///
     /// # Errors
@@ -199,6 +209,9 @@ impl OutboxBuilder {
                 return Err(ConfigError::DuplicateJob { event_type });
             }
         }
+        if let Some(reason) = self.write_mode.problem() {
+            return Err(ConfigError::WriteMode { reason });
+        }
         Ok(Outbox(Arc::new(Settings {
             tables: TableNames::derive(outbox_table, inbox_table),
             naming: self.naming,
@@ -215,6 +228,7 @@ impl OutboxBuilder {
             trace_source: self.trace_source,
             statements: StatementCache::default(),
             jobs,
+            write_mode: self.write_mode,
         })))
     }
 }

@@ -58,6 +58,12 @@ pub enum ConfigError {
         /// Which rule it breaks.
         reason: WorkerKeyError,
     },
+    /// The write mode's settings are invalid (a message prefix).
+    #[error("invalid write mode: {reason}")]
+    WriteMode {
+        /// What is wrong.
+        reason: String,
+    },
     /// Two [`Job`] entries for one event type.
     #[error("two job entries for event type `{event_type}`")]
     DuplicateJob {

@@ -16,6 +16,7 @@
 //! | SQLite transactions | `BEGIN IMMEDIATE` |
 //! | trace context | [`trace::default_source`] |
 //! | jobs (worker key, `retryable` per event type) | none: every row `worker_key = NULL`, `retryable = true` (see [`crate::job`]) |
+//! | write mode | [`WriteMode::Table`]: rows in the outbox table, kept until published |
 //!
 //! ```
 //! use outbox_seaorm::Outbox;
@@ -45,10 +46,12 @@ use outbox_core::clock::SystemClock;
 mod builder;
 mod error;
 mod job;
+mod write_mode;
 
 pub use builder::OutboxBuilder;
 pub use error::ConfigError;
 pub use job::Job;
+pub use write_mode::{DEFAULT_MESSAGE_PREFIX, MAX_MESSAGE_PREFIX_LEN, WriteMode};
 
 use crate::backend::StatementCache;
 use crate::table::{ColumnNaming, OutboxColumns, RelayTables, TableName, TableNames};
@@ -93,6 +96,8 @@ struct Settings {
     statements: StatementCache,
     /// Job entries by event type.
     jobs: BTreeMap<String, Job>,
+    /// How commits write their envelopes.
+    write_mode: WriteMode,
 }
 
 impl Default for Outbox {
@@ -161,6 +166,11 @@ impl Outbox {
     /// The maximum estimated bytes per `INSERT`.
     pub fn chunk_bytes(&self) -> usize {
         self.0.chunk_bytes
+    }
+
+    /// How commits write their envelopes (see [`WriteMode`]).
+    pub fn write_mode(&self) -> &WriteMode {
+        &self.0.write_mode
     }
 
     /// The envelope encoding settings.

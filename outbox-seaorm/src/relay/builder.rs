@@ -196,6 +196,11 @@ impl<P: Publisher + 'static> RelayBuilder<P> {
     /// [`RelayConfigError`] naming the first rejected setting.
     pub fn build(self) -> Result<Relay<P>, RelayConfigError> {
         self.config.validate()?;
+        if !self.outbox.write_mode().keeps_rows() {
+            return Err(RelayConfigError::WriteMode {
+                mode: self.outbox.write_mode().as_str(),
+            });
+        }
         let backend = self.db.get_database_backend();
         let store = Store::new(&self.outbox, backend);
         let leases = match (backend, self.config.ordering, &self.config.worker_keys) {

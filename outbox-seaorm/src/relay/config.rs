@@ -126,6 +126,15 @@ impl Default for RelayConfig {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RelayConfigError {
+    /// The outbox's write mode leaves nothing in the table for a polling relay.
+    #[error(
+        "the outbox writes in mode `{mode}`: its envelopes do not stay in the outbox table, so a \
+         polling relay would never see them; run the log relay (relay::log::LogRelay) instead"
+    )]
+    WriteMode {
+        /// The write mode.
+        mode: &'static str,
+    },
     /// A count is 0.
     #[error("`{setting}` must be at least 1")]
     Zero {

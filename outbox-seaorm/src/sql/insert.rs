@@ -33,6 +33,14 @@ pub(crate) struct PreparedRow {
     bytes: usize,
 }
 
+/// The key columns' limit ([`MAX_KEY_CHARS`]) on an envelope's event type, aggregate type
+/// and aggregate id.
+pub(crate) fn check_key_lengths(envelope: &Envelope) -> Result<(), CommitError> {
+    check_length(envelope, "event_type", &envelope.event_type)?;
+    check_length(envelope, "aggregate_type", &envelope.aggregate_type)?;
+    check_length(envelope, "aggregate_id", &envelope.aggregate_id)
+}
+
 fn check_length(envelope: &Envelope, field: &'static str, value: &str) -> Result<(), CommitError> {
     // Cheap test first: a string of at most MAX_KEY_CHARS bytes has at most as many chars.
     if value.len() <= MAX_KEY_CHARS {
@@ -71,9 +79,7 @@ pub(crate) fn prepare(
     envelope: Envelope,
     created_at: DateTime<Utc>,
 ) -> Result<PreparedRow, CommitError> {
-    check_length(&envelope, "event_type", &envelope.event_type)?;
-    check_length(&envelope, "aggregate_type", &envelope.aggregate_type)?;
-    check_length(&envelope, "aggregate_id", &envelope.aggregate_id)?;
+    check_key_lengths(&envelope)?;
     // Job-queue columns, fixed at commit from the configuration (see `crate::job`).
     let (worker_key, retryable) = match outbox.job(&envelope.event_type) {
         Some(job) => (job.worker_key_ref().map(str::to_owned), job.is_retryable()),
@@ -338,6 +344,39 @@ pub(crate) async fn insert(
         txn.execute_raw(statement).await?;
     }
     Ok(count)
+}
+
+/// Deletes the rows of `message_ids` again (PostgreSQL,
+/// [`WriteMode::Table`](crate::config::WriteMode::Table) with `remove_after_insert`): the
+/// inserts stay in the log for the log relay, the table stays empty. One statement, the ids
+/// bound as one `uuid[]` literal.
+pub(crate) async fn remove(
+    txn: &DatabaseTransaction,
+    outbox: &Outbox,
+    message_ids: &[uuid::Uuid],
+) -> Result<(), DbErr> {
+    let backend = DbBackend::Postgres;
+    let mut ids = String::with_capacity(2 + message_ids.len() * 37);
+    ids.push('{');
+    for (index, id) in message_ids.iter().enumerate() {
+        if index > 0 {
+            ids.push(',');
+        }
+        ids.push_str(&id.to_string());
+    }
+    ids.push('}');
+    let sql = format!(
+        "DELETE FROM {} WHERE {} = ANY(CAST($1 AS uuid[]))",
+        quote_table(backend, outbox.outbox_table()),
+        quote(backend, outbox.columns().message_id)
+    );
+    txn.execute_raw(Statement::from_sql_and_values(
+        backend,
+        sql,
+        [dialect::text(ids)],
+    ))
+    .await?;
+    Ok(())
 }
 
 /// `WITH outbox_insert AS (<insert>) SELECT pg_notify('<channel>', '')`: the insert and the

@@ -8,7 +8,8 @@
 //!
 //! | operation | file |
 //! |---|---|
-//! | a commit's multi-row `INSERT` (and its `NOTIFY`) | `insert.rs` |
+//! | a commit's multi-row `INSERT` (and its `NOTIFY`, or the `remove_after_insert` delete) | `insert.rs` |
+//! | a commit's logical messages (message mode, PostgreSQL) | `emit.rs` |
 //! | reading rows back as [`OutboxRecord`](crate::record::OutboxRecord)s | `record.rs` |
 //! | the due-row and per-aggregate conditions | `due.rs` |
 //! | claiming rows (relay, fast path) | `claim.rs` |
@@ -31,6 +32,7 @@ pub(crate) mod statement;
 mod claim;
 mod decode;
 mod due;
+pub(crate) mod emit;
 pub(crate) mod inbox;
 pub(crate) mod insert;
 mod instance;

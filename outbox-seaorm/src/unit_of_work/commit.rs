@@ -12,9 +12,9 @@ use tracing::Instrument as _;
 use uuid::Uuid;
 
 use super::{Raised, RaisedAt, UnitOfWork};
-use crate::config::Outbox;
+use crate::config::{Outbox, WriteMode};
 use crate::error::CommitError;
-use crate::sql::insert;
+use crate::sql::{emit, insert};
 use crate::trace::TraceContext;
 use crate::wakeup::Target;
 
@@ -24,9 +24,10 @@ use crate::wakeup::Target;
 pub struct CommitReport {
     /// Domain events raised.
     pub events: usize,
-    /// Outbox rows written (contracts emitted by the mapper).
+    /// Envelopes written (contracts emitted by the mapper): outbox rows, or logical
+    /// messages in [`WriteMode::Message`].
     pub rows: usize,
-    /// Multi-row `INSERT` statements executed.
+    /// Statements that wrote them (multi-row `INSERT`s, or message chunks).
     pub chunks: usize,
     /// The wake-up of listening relays this commit requested (PostgreSQL).
     pub wakeup: CommitWakeup,
@@ -131,7 +132,7 @@ impl<E: 'static> UnitOfWork<E> {
             };
             let mut report = CommitReport {
                 events: events.len(),
-                rows: prepared.rows.len(),
+                rows: prepared.message_ids.len(),
                 chunks: 0,
                 wakeup: CommitWakeup::None,
                 message_ids: prepared.message_ids,
@@ -140,10 +141,11 @@ impl<E: 'static> UnitOfWork<E> {
             // leaves the transaction committed or rolled back, never half-way.
             let in_task = tracing::Span::current();
             let task_outbox = outbox.clone();
-            let rows = prepared.rows;
+            let write = prepared.write;
+            let ids = report.message_ids.clone();
             let (chunks, wakeup) = txn
                 .finish(move |txn| {
-                    write_and_commit(txn, task_outbox, backend, rows).instrument(in_task)
+                    write_and_commit(txn, task_outbox, backend, write, ids).instrument(in_task)
                 })
                 .await
                 .map_err(CommitError::Commit)??;
@@ -151,7 +153,8 @@ impl<E: 'static> UnitOfWork<E> {
             report.wakeup = wakeup;
             let wrote =
                 report.rows > 0 || nested_wrote.is_some_and(|flag| flag.load(Ordering::Acquire));
-            if wrote {
+            // Only a polling relay listens; the other modes leave it nothing to poll.
+            if wrote && outbox.write_mode().keeps_rows() {
                 match wakeup_target {
                     Target::None => {}
                     Target::Pool(db) => {
@@ -204,9 +207,26 @@ impl Stamp {
     }
 }
 
-/// The outbox rows of a commit, ready to insert, and their message ids.
+/// What a commit writes, in its outbox's [`WriteMode`].
+enum PreparedWrite {
+    /// Outbox rows (table mode).
+    Rows(Vec<insert::PreparedRow>),
+    /// Logical messages (message mode).
+    Messages(Vec<emit::PreparedMessage>),
+}
+
+impl PreparedWrite {
+    fn is_empty(&self) -> bool {
+        match self {
+            Self::Rows(rows) => rows.is_empty(),
+            Self::Messages(messages) => messages.is_empty(),
+        }
+    }
+}
+
+/// The envelopes of a commit, ready to write, and their message ids.
 struct PreparedRows {
-    rows: Vec<insert::PreparedRow>,
+    write: PreparedWrite,
     message_ids: Vec<Uuid>,
 }
 
@@ -233,38 +253,71 @@ fn prepare_rows<E>(
     }
     let created_at = outbox.clock().now();
     let mut message_ids = Vec::with_capacity(envelopes.len());
-    let mut rows = Vec::with_capacity(envelopes.len());
-    for mut envelope in envelopes {
-        stamp.apply(&mut envelope);
-        message_ids.push(envelope.message_id);
-        rows.push(insert::prepare(backend, outbox, envelope, created_at)?);
+    let write = if let WriteMode::Message { .. } = outbox.write_mode() {
+        let mut messages = Vec::with_capacity(envelopes.len());
+        for mut envelope in envelopes {
+            stamp.apply(&mut envelope);
+            message_ids.push(envelope.message_id);
+            messages.push(emit::prepare(&envelope)?);
+        }
+        PreparedWrite::Messages(messages)
+    } else {
+        let mut rows = Vec::with_capacity(envelopes.len());
+        for mut envelope in envelopes {
+            stamp.apply(&mut envelope);
+            message_ids.push(envelope.message_id);
+            rows.push(insert::prepare(backend, outbox, envelope, created_at)?);
+        }
+        PreparedWrite::Rows(rows)
+    };
+    if outbox.write_mode().needs_postgres() && backend != DbBackend::Postgres && !write.is_empty() {
+        return Err(CommitError::WriteModeNeedsPostgres {
+            mode: outbox.write_mode().as_str(),
+        });
     }
-    Ok(PreparedRows { rows, message_ids })
+    Ok(PreparedRows { write, message_ids })
 }
 
-/// Inserts the rows (in chunks) and commits; rolls back when an insert fails. Returns the
-/// number of chunks and the wake-up that ran inside the transaction.
+/// Writes the envelopes (rows in chunks, or messages) and commits; rolls back when a write
+/// fails. Returns the number of statements and the wake-up that ran inside the transaction.
 async fn write_and_commit(
     txn: DatabaseTransaction,
     outbox: Outbox,
     backend: DbBackend,
-    rows: Vec<insert::PreparedRow>,
+    write: PreparedWrite,
+    message_ids: Vec<Uuid>,
 ) -> Result<(usize, CommitWakeup), CommitError> {
     let notify_channel = outbox
         .in_transaction_channel()
-        .filter(|_| backend == DbBackend::Postgres);
-    let written = if rows.is_empty() {
-        Ok((0, CommitWakeup::None))
-    } else {
-        insert::insert(&txn, &outbox, rows, notify_channel)
-            .await
-            .map(|chunks| {
+        .filter(|_| backend == DbBackend::Postgres && outbox.write_mode().keeps_rows());
+    let written = match write {
+        _ if write.is_empty() => Ok((0, CommitWakeup::None)),
+        PreparedWrite::Rows(rows) => {
+            let inserted = insert::insert(&txn, &outbox, rows, notify_channel).await;
+            let removed = match (&inserted, outbox.write_mode()) {
+                (
+                    Ok(_),
+                    WriteMode::Table {
+                        remove_after_insert: true,
+                    },
+                ) => insert::remove(&txn, &outbox, &message_ids).await,
+                _ => Ok(()),
+            };
+            inserted.and_then(|chunks| {
+                removed?;
                 let wakeup = match notify_channel {
                     Some(_) => CommitWakeup::InTransaction,
                     None => CommitWakeup::None,
                 };
-                (chunks, wakeup)
+                Ok((chunks, wakeup))
             })
+        }
+        PreparedWrite::Messages(messages) => {
+            let prefix = outbox.write_mode().message_prefix().unwrap_or_default();
+            emit::emit(&txn, prefix, messages, outbox.chunk_bytes())
+                .await
+                .map(|statements| (statements, CommitWakeup::None))
+        }
     };
     match written {
         Ok(written) => {

@@ -228,6 +228,8 @@ impl<P: Publisher + 'static> LogRelay<P> {
             config: &self.config,
             columns: *self.outbox.columns(),
             table: self.streamed_table(),
+            message_prefix: self.outbox.write_mode().message_prefix().map(str::to_owned),
+            envelope_config: self.outbox.envelope_config().clone(),
             acknowledger: source.acknowledger(),
             labels: self.labels.clone(),
             report: LogRelayReport::default(),

@@ -11,9 +11,9 @@
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
-use outbox_core::Envelope;
 use outbox_core::metric;
 use outbox_core::publish::{ErrorClass, MessageOutcome, PublishError, PublishErrorKind, Publisher};
+use outbox_core::{Envelope, EnvelopeConfig};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -58,6 +58,9 @@ pub(super) struct Publishing<'a, P> {
     pub(super) config: &'a LogRelayConfig,
     pub(super) columns: OutboxColumns,
     pub(super) table: StreamedTable,
+    /// Message mode's prefix, when the outbox writes messages.
+    pub(super) message_prefix: Option<String>,
+    pub(super) envelope_config: EnvelopeConfig,
     pub(super) acknowledger: Acknowledger,
     pub(super) labels: Vec<metrics::Label>,
     pub(super) report: LogRelayReport,
@@ -114,6 +117,21 @@ impl<P: Publisher> Publishing<'_, P> {
             }
             Change::Message { prefix, .. } if &*prefix == HEARTBEAT_PREFIX => {
                 self.report.heartbeats += 1;
+            }
+            Change::Message {
+                prefix,
+                content,
+                transactional,
+                lsn,
+            } if self.message_prefix.as_deref() == Some(&*prefix) => {
+                match row::message_envelope(&content, &self.envelope_config) {
+                    Ok(envelope) => received.envelopes.push(envelope),
+                    Err(unreadable) => received.unreadable.push(unreadable),
+                }
+                // A message outside a transaction is acknowledged at its own position.
+                if !transactional {
+                    received.last_commit = Some(lsn);
+                }
             }
             Change::Commit {
                 end_lsn,

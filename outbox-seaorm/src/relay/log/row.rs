@@ -1,12 +1,13 @@
-//! A replicated outbox row (PostgreSQL's text format, as `pgoutput` sends it) turned into
-//! the [`Envelope`] the polling relay would have read from the same row: the relay computes
-//! nothing, it carries the row as it is.
+//! What the stream carries turned into envelopes: a replicated outbox row (PostgreSQL's
+//! text format, as `pgoutput` sends it) into the [`Envelope`] the polling relay would have
+//! read from the same row, and a message-mode logical message (the envelope's JSON) back
+//! into its envelope. The relay computes nothing, it carries what was committed.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use outbox_core::envelope::EnvelopeParts;
-use outbox_core::{Envelope, Payload};
+use outbox_core::{Envelope, EnvelopeConfig, Payload};
 use uuid::Uuid;
 
 use super::source::Row;
@@ -85,6 +86,32 @@ pub(crate) fn envelope(row: &Row, columns: &OutboxColumns) -> Result<Envelope, U
     Ok(envelope)
 }
 
+/// Reads a message-mode logical message: the envelope's JSON, at most the payload limit
+/// plus the metadata limit of `config` long, validated like a decoded envelope.
+pub(crate) fn message_envelope(
+    content: &[u8],
+    config: &EnvelopeConfig,
+) -> Result<Envelope, UnreadableRow> {
+    let limit = config.max_payload_bytes() + config.max_metadata_bytes();
+    config
+        .clone()
+        .with_max_payload_bytes(limit)
+        .decode_json(content)
+        .map_err(|error| {
+            // What can still be read of a message that does not decode, for the dead letter.
+            let value: serde_json::Value =
+                serde_json::from_slice(content.get(..limit).unwrap_or(content)).unwrap_or_default();
+            let field = |name: &str| value.get(name).and_then(|v| v.as_str()).unwrap_or_default();
+            UnreadableRow {
+                message_id: Uuid::parse_str(field("message_id")).ok(),
+                event_type: field("event_type").to_owned(),
+                aggregate_type: field("aggregate_type").to_owned(),
+                aggregate_id: field("aggregate_id").to_owned(),
+                error: format!("logical message: {error}"),
+            }
+        })
+}
+
 fn column_error(column: &str, error: impl std::fmt::Display) -> String {
     format!("outbox column `{column}`: {error}")
 }
@@ -137,6 +164,40 @@ mod tests {
         let at = timestamp(Some("2026-12-04 21:24:20+05:30")).expect("parses");
         assert_eq!(at.to_rfc3339(), "2026-12-04T15:54:20+00:00");
         assert_eq!(timestamp(Some("yesterday")), None);
+    }
+
+    #[test]
+    fn reads_message_envelopes_within_their_limits() {
+        let config = EnvelopeConfig::default().with_max_payload_bytes(64);
+        let envelope = Envelope::from_parts(EnvelopeParts {
+            message_id: Uuid::now_v7(),
+            event_type: "a.b.c.v2".into(),
+            occurred_at: Utc::now(),
+            correlation_id: None,
+            causation_id: None,
+            traceparent: None,
+            tracestate: None,
+            aggregate_type: "t".into(),
+            aggregate_id: "1".into(),
+            headers: BTreeMap::new(),
+            payload: Payload::from_json("{\"n\":1}").expect("json"),
+        })
+        .expect("valid");
+        let json = envelope.to_json_vec().expect("serializes");
+        assert_eq!(message_envelope(&json, &config), Ok(envelope.clone()));
+        let unreadable = message_envelope(b"{\"message_id\": 1}", &config).unwrap_err();
+        assert!(
+            unreadable.error.starts_with("logical message:"),
+            "{unreadable:?}"
+        );
+        let mut big = envelope;
+        big.payload = Payload::from_json(format!("\"{}\"", "x".repeat(70_000))).expect("json");
+        let unreadable = message_envelope(&big.to_json_vec().expect("json"), &config).unwrap_err();
+        assert_eq!(
+            unreadable.message_id,
+            Some(big.message_id),
+            "{unreadable:?}"
+        );
     }
 
     #[test]

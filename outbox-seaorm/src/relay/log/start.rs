@@ -114,7 +114,9 @@ async fn ensure_publication(
                 .ok_or_else(|| DbErr::Custom(format!("publication {name} vanished")))?
         }
     };
-    if !state.publishes_inserts || !(state.has_outbox || state.all_tables) {
+    // Message mode has no table: logical messages stream whatever the publication holds.
+    let messages = store.outbox().write_mode().message_prefix().is_some();
+    if !messages && (!state.publishes_inserts || !(state.has_outbox || state.all_tables)) {
         return Err(LogRelayError::Publication {
             publication: name.clone(),
             table: store_table(store),
