@@ -271,8 +271,61 @@ impl MigrationTrait for CreateConsumerLeases {
     }
 }
 
+/// Creates the log relay's slot and dead-letter tables (PostgreSQL; nothing elsewhere), see
+/// the `log` module of [`crate::relay`].
+#[derive(Debug, Clone)]
+pub struct CreateLogRelayTables {
+    outbox: Outbox,
+    name: String,
+}
+
+impl CreateLogRelayTables {
+    /// The migration for `outbox`'s log relay tables, named
+    /// `m20261205_000001_create_log_relay_tables__<outbox table>`.
+    pub fn new(outbox: &Outbox) -> Self {
+        Self {
+            name: format!(
+                "m20261205_000001_create_log_relay_tables__{}",
+                outbox.outbox_table()
+            ),
+            outbox: outbox.clone(),
+        }
+    }
+}
+
+impl MigrationName for CreateLogRelayTables {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for CreateLogRelayTables {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let statements = schema::statements(
+            manager.get_database_backend(),
+            &self.outbox,
+            Tables::LogRelay,
+        )?;
+        schema::execute_all(manager.get_connection(), statements).await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let backend = manager.get_database_backend();
+        if backend != sea_orm::DbBackend::Postgres {
+            return Ok(());
+        }
+        let tables = &self.outbox.tables().relay;
+        let statements = vec![
+            schema::drop_statement(backend, &tables.log_dead_letters),
+            schema::drop_statement(backend, &tables.log_slots),
+        ];
+        schema::execute_all(manager.get_connection(), statements).await
+    }
+}
+
 /// Every migration of `outbox`: outbox table, inbox table, relay tables, consumer
-/// dead-letter tables, consumer lease tables.
+/// dead-letter tables, consumer lease tables, log relay tables.
 pub fn migrations(outbox: &Outbox) -> Vec<Box<dyn MigrationTrait>> {
     vec![
         Box::new(CreateOutboxTable::new(outbox)),
@@ -280,5 +333,6 @@ pub fn migrations(outbox: &Outbox) -> Vec<Box<dyn MigrationTrait>> {
         Box::new(CreateRelayTables::new(outbox)),
         Box::new(CreateInboxDeadLetters::new(outbox)),
         Box::new(CreateConsumerLeases::new(outbox)),
+        Box::new(CreateLogRelayTables::new(outbox)),
     ]
 }

@@ -592,3 +592,323 @@ async fn log_only_write_modes_are_refused_elsewhere() {
             .is_err()
     );
 }
+
+/// A new slot publishes the rows that were pending in the table before it existed (its
+/// exported snapshot), then streams: switching from the polling relay loses nothing, and
+/// rows the polling relay had published are not sent again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_slot_backfills_the_pending_rows_first() {
+    use outbox_seaorm::relay::Relay;
+    let Some((db, outbox)) = logical_db("a_new_slot_backfills_the_pending_rows_first").await else {
+        return;
+    };
+    // The polling relay published the first two, then stopped; three more wait in the table.
+    let polled = InProcessBroker::new();
+    let published = note(&db, &outbox, "a", 0, 2).await;
+    let report = Relay::builder(db.conn().clone(), outbox.clone(), polled.clone())
+        .build()
+        .unwrap()
+        .drain()
+        .await
+        .unwrap();
+    assert_eq!(report.published, 2);
+    let waiting = note(&db, &outbox, "a", 2, 3).await;
+
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    wait_for(&broker, 3).await;
+    let streamed = note(&db, &outbox, "a", 5, 2).await;
+    wait_for(&broker, 5).await;
+    let report = relay.stop().await;
+    let expected: Vec<Uuid> = waiting.iter().chain(&streamed).copied().collect();
+    assert_eq!(
+        broker.message_ids(),
+        expected,
+        "backfill, then the stream, in order"
+    );
+    assert!(
+        published
+            .iter()
+            .all(|id| !broker.message_ids().contains(id))
+    );
+    assert_eq!(report.backfilled, 3, "{report:?}");
+    assert_eq!(report.published, 5, "{report:?}");
+    db.close().await;
+}
+
+/// A crash in the middle of the backfill: the next start drops the half-backfilled slot,
+/// creates a new one and backfills again — everything arrives, some twice with the same
+/// ids, nothing is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_backfill_starts_again() {
+    let Some((db, outbox)) = logical_db("an_interrupted_backfill_starts_again").await else {
+        return;
+    };
+    let waiting = note(&db, &outbox, "a", 0, 4).await;
+    let hanging = InProcessBroker::new();
+    hanging.pause();
+    let slot = slot_name();
+    let relay = Running::start(log_relay(&db, &outbox, &hanging, &slot).build().unwrap());
+    assert!(
+        hanging.wait_for_waiting(1, WAIT).await,
+        "the backfill reached the broker"
+    );
+    relay.crash().await;
+    // Committed while no relay runs: after the first slot's snapshot.
+    let later = note(&db, &outbox, "a", 4, 1).await;
+
+    let broker = InProcessBroker::new();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    wait_for(&broker, 5).await;
+    let report = relay.stop().await;
+    let expected: Vec<Uuid> = waiting.iter().chain(&later).copied().collect();
+    assert_eq!(broker.message_ids(), expected);
+    assert_eq!(report.backfilled, 5, "{report:?}");
+    db.close().await;
+}
+
+/// Switching back from the log relay to the polling relay: stop the log relay, start the
+/// polling relay. The log relay leaves rows `pending`, so the polling relay publishes every
+/// row still in the table — those the log relay sent arrive a second time with the same
+/// ids (the consumers' inboxes skip them) — and nothing is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_back_to_the_polling_relay_loses_nothing() {
+    use outbox_seaorm::relay::Relay;
+    let Some((db, outbox)) = logical_db("switching_back_to_the_polling_relay_loses_nothing").await
+    else {
+        return;
+    };
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    let first = note(&db, &outbox, "a", 0, 3).await;
+    wait_for(&broker, 3).await;
+    relay.stop().await;
+    let second = note(&db, &outbox, "a", 3, 2).await;
+    let polled = InProcessBroker::new();
+    let report = Relay::builder(db.conn().clone(), outbox.clone(), polled.clone())
+        .build()
+        .unwrap()
+        .drain()
+        .await
+        .unwrap();
+    assert_eq!(report.published, 5);
+    let expected: Vec<Uuid> = first.iter().chain(&second).copied().collect();
+    assert_eq!(polled.message_ids(), expected);
+    assert_eq!(OutboxRecord::count(db.conn(), &outbox).await.unwrap(), 0);
+    db.close().await;
+}
+
+/// Two log relays on one slot: one streams, the other stands by on the slot's lease; when
+/// the active one dies without a word, the standby takes over within the lease TTL and
+/// publishes what was not acknowledged and what comes next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_takes_over_within_the_lease_ttl() {
+    let Some((db, outbox)) = logical_db("a_standby_takes_over_within_the_lease_ttl").await else {
+        return;
+    };
+    let slot = slot_name();
+    let ttl = Duration::from_secs(2);
+    let active_broker = InProcessBroker::new();
+    let standby_broker = InProcessBroker::new();
+    let active = Running::start(
+        log_relay(&db, &outbox, &active_broker, &slot)
+            .lease_ttl(ttl)
+            .instance_id("active")
+            .build()
+            .unwrap(),
+    );
+    wait_for_active_slot(&db, &slot).await;
+    let standby = Running::start(
+        log_relay(&db, &outbox, &standby_broker, &slot)
+            .lease_ttl(ttl)
+            .instance_id("standby")
+            .build()
+            .unwrap(),
+    );
+    let first = note(&db, &outbox, "a", 0, 2).await;
+    wait_for(&active_broker, 2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        standby_broker.is_empty(),
+        "the standby publishes nothing while the active runs"
+    );
+    let killed = std::time::Instant::now();
+    active.crash().await;
+    let second = note(&db, &outbox, "a", 2, 2).await;
+    assert!(
+        standby_broker
+            .wait_until(WAIT, |b| b.message_ids().ends_with(&second))
+            .await,
+        "the standby published {:?}",
+        standby_broker.message_ids()
+    );
+    let took = killed.elapsed();
+    assert!(
+        took < ttl + Duration::from_secs(2),
+        "took over after {took:?}"
+    );
+    assert!(
+        standby_broker
+            .message_ids()
+            .iter()
+            .all(|id| first.contains(id) || second.contains(id))
+    );
+    eprintln!("standby took over {took:?} after the active relay died (TTL {ttl:?})");
+    standby.stop().await;
+    db.close().await;
+}
+
+/// A second relay of another outbox configuration on a slot in use gets SQLSTATE 55006:
+/// it waits ("another relay is active") instead of failing, and streams once the slot is
+/// free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_in_use_is_waited_for() {
+    let Some((db, outbox)) = logical_db("a_slot_in_use_is_waited_for").await else {
+        return;
+    };
+    let slot = slot_name();
+    let first_broker = InProcessBroker::new();
+    let first = Running::start(
+        log_relay(&db, &outbox, &first_broker, &slot)
+            .build()
+            .unwrap(),
+    );
+    wait_for_active_slot(&db, &slot).await;
+    // Another outbox (another lease table) on the same slot, with a publication of its own.
+    let other = Outbox::builder()
+        .outbox_table("outbox_two")
+        .inbox_table("inbox_two")
+        .build()
+        .unwrap();
+    schema::install(db.conn(), &other).await.unwrap();
+    let second_broker = InProcessBroker::new();
+    let second = Running::start(
+        LogRelay::builder(db.conn().clone(), other.clone(), second_broker.clone())
+            .slot(&slot)
+            .publication("outbox_two_pub")
+            .heartbeat_interval(Duration::from_millis(200))
+            .backoff(
+                outbox_core::policy::Backoff::new()
+                    .with_min_delay(Duration::from_millis(100))
+                    .with_max_delay(Duration::from_millis(200))
+                    .with_jitter(false),
+            )
+            .build()
+            .unwrap(),
+    );
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(!second.task.is_finished(), "55006 is not fatal");
+    first.stop().await;
+    let ids = note(&db, &other, "a", 0, 2).await;
+    wait_for(&second_broker, 2).await;
+    assert_eq!(second_broker.message_ids(), ids);
+    let report = second.stop().await;
+    assert!(report.restarts > 0, "{report:?}");
+    db.close().await;
+}
+
+/// A slot the server invalidated (its WAL passed `max_slot_wal_keep_size` while no relay
+/// ran) stops the relay with an error that says how to recover; the recovery it describes
+/// — drop the slot, start again — publishes the rows committed meanwhile from the table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalidated_slot_stops_the_relay_and_is_recovered() {
+    use outbox_tests::logical_pg::LogicalPostgres;
+    let test = "an_invalidated_slot_stops_the_relay_and_is_recovered";
+    let Some(cluster) = LogicalPostgres::dedicated(
+        test,
+        &[
+            ("max_slot_wal_keep_size", "1MB"),
+            ("max_wal_size", "64MB"),
+            ("min_wal_size", "32MB"),
+        ],
+    )
+    .await
+    else {
+        return;
+    };
+    let db = TestDb::server_at(
+        outbox_tests::Service::Postgres,
+        outbox_tests::db::Backend::Postgres,
+        cluster.admin_url(),
+    )
+    .await;
+    let outbox = Outbox::default();
+    schema::install(db.conn(), &outbox).await.unwrap();
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    let first = note(&db, &outbox, "a", 0, 1).await;
+    wait_for(&broker, 1).await;
+    relay.stop().await;
+    // Committed while no relay runs, then enough WAL to lose the slot.
+    let meanwhile = note(&db, &outbox, "a", 1, 2).await;
+    db.conn()
+        .execute_unprepared(
+            "CREATE TABLE ballast (body text); \
+             INSERT INTO ballast SELECT repeat(md5(i::text), 32) FROM generate_series(1, 60000) i",
+        )
+        .await
+        .unwrap();
+    let status = async || -> String {
+        db.conn()
+            .query_one_raw(Statement::from_string(
+                db.conn().get_database_backend(),
+                format!("SELECT wal_status FROM pg_replication_slots WHERE slot_name = '{slot}'"),
+            ))
+            .await
+            .unwrap()
+            .unwrap()
+            .try_get("", "wal_status")
+            .unwrap()
+    };
+    for _ in 0..20 {
+        db.conn()
+            .execute_unprepared("SELECT pg_switch_wal(); CHECKPOINT")
+            .await
+            .unwrap();
+        if status().await == "lost" {
+            break;
+        }
+        db.conn()
+            .execute_unprepared("INSERT INTO ballast SELECT body FROM ballast LIMIT 20000")
+            .await
+            .unwrap();
+    }
+    assert_eq!(status().await, "lost", "the slot was invalidated");
+
+    let relay = log_relay(&db, &outbox, &broker, &slot).build().unwrap();
+    let error = tokio::time::timeout(WAIT, relay.run(CancellationToken::new()))
+        .await
+        .expect("an invalidated slot stops the relay at once")
+        .unwrap_err();
+    assert!(
+        matches!(error, LogRelayError::SlotInvalidated { .. }),
+        "{error}"
+    );
+    let advice = error.to_string();
+    assert!(advice.contains("pg_drop_replication_slot"), "{advice}");
+
+    // The recovery the error describes.
+    db.conn()
+        .execute_unprepared(&format!("SELECT pg_drop_replication_slot('{slot}')"))
+        .await
+        .unwrap();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    let after = note(&db, &outbox, "a", 3, 1).await;
+    assert!(
+        broker
+            .wait_until(WAIT, |b| b.message_ids().ends_with(&after))
+            .await,
+        "{:?}",
+        broker.message_ids()
+    );
+    relay.stop().await;
+    let ids = broker.message_ids();
+    for id in first.iter().chain(&meanwhile).chain(&after) {
+        assert!(ids.contains(id), "{id} lost");
+    }
+    db.close().await;
+    drop(cluster);
+}

@@ -498,9 +498,9 @@ async fn schema_qualified_tables() {
                 .iter()
                 .map(|row| row.try_get::<String>("", "table_name").unwrap())
                 .collect::<Vec<_>>();
-            // The relay's tables live next to the outbox, and the consumer's dead
-            // letters, parked messages and partition leases next to the inbox, in their
-            // schema.
+            // The relay's tables (the log relay's slots and dead letters included) live
+            // next to the outbox, and the consumer's dead letters, parked messages and
+            // partition leases next to the inbox, in their schema.
             assert_eq!(
                 tables,
                 [
@@ -510,6 +510,8 @@ async fn schema_qualified_tables() {
                     "inbox_dead_letters",
                     "inbox_parked",
                     "outbox",
+                    "outbox_log_dead_letters",
+                    "outbox_log_slots",
                     "outbox_operator_log",
                     "outbox_relay_instances",
                     "outbox_relay_leases"

@@ -794,10 +794,25 @@ async fn migrations_create_and_drop_each_configuration(db: &TestDb) {
         .unwrap()
         .len();
     assert_eq!(
-        applied, 10,
-        "outbox, inbox, relay, consumer dead-letter and consumer lease tables of two \
-         configurations"
+        applied, 12,
+        "outbox, inbox, relay, consumer dead-letter, consumer lease and log relay tables of \
+         two configurations"
     );
+    // The log relay's tables exist on PostgreSQL only.
+    let log_slots = match db.backend().db_backend() {
+        DbBackend::Postgres => Some(
+            "SELECT 1 FROM information_schema.tables WHERE table_name = 'billing_outbox_log_slots'",
+        ),
+        _ => None,
+    };
+    if let Some(query) = log_slots {
+        let found = db
+            .conn()
+            .query_one_raw(Statement::from_string(DbBackend::Postgres, query))
+            .await
+            .unwrap();
+        assert!(found.is_some(), "log relay slot table created");
+    }
     create_business_tables(db.conn()).await.unwrap();
     for outbox in [ordering_outbox(), billing_outbox()] {
         checkout(db.conn(), &outbox, &format!("c-{}", outbox.outbox_table()))
@@ -827,6 +842,14 @@ async fn migrations_create_and_drop_each_configuration(db: &TestDb) {
         .await
         .unwrap();
     assert!(found.is_none(), "inbox table dropped");
+    if let Some(query) = log_slots {
+        let found = db
+            .conn()
+            .query_one_raw(Statement::from_string(DbBackend::Postgres, query))
+            .await
+            .unwrap();
+        assert!(found.is_none(), "log relay slot table dropped");
+    }
     let dead_letters = outbox_seaorm::inbox::dead_letter::table(&billing_outbox());
     let has_dead_letters = has_inbox.replace("billing_inbox", dead_letters.table());
     let found = db

@@ -74,6 +74,7 @@ use sea_orm::{ConnectionTrait, DbBackend, DbErr};
 mod dead_letter;
 mod inbox;
 mod lease;
+mod log;
 mod outbox;
 mod parked;
 mod relay;
@@ -114,6 +115,9 @@ pub(crate) enum Tables {
     InboxDeadLetters,
     /// The partitioned consumers' lease and instance tables ([`crate::inbox::partitioned`]).
     ConsumerLeases,
+    /// The log relay's slot and dead-letter tables (PostgreSQL only, [`crate::relay`]'s
+    /// `log` module).
+    LogRelay,
     /// Every table: outbox, inbox, relay, consumer tables.
     Both,
 }
@@ -140,6 +144,9 @@ pub(crate) fn statements(
     }
     if matches!(tables, Tables::ConsumerLeases | Tables::Both) {
         statements.extend(lease::consumer_statements(backend, outbox));
+    }
+    if matches!(tables, Tables::LogRelay | Tables::Both) {
+        statements.extend(log::statements(backend, outbox));
     }
     Ok(statements)
 }

@@ -17,6 +17,10 @@ pub struct RelayTables {
     pub instances: TableName,
     /// Operator actions (requeue, skip): who, when, why.
     pub operator_log: TableName,
+    /// The log relay's slots: the lease of each slot's active relay, its backfill (PostgreSQL).
+    pub log_slots: TableName,
+    /// The log relay's dead and parked events (PostgreSQL).
+    pub log_dead_letters: TableName,
 }
 
 impl RelayTables {
@@ -26,6 +30,8 @@ impl RelayTables {
             leases: derived(outbox_table, "relay_leases"),
             instances: derived(outbox_table, "relay_instances"),
             operator_log: derived(outbox_table, "operator_log"),
+            log_slots: derived(outbox_table, "log_slots"),
+            log_dead_letters: derived(outbox_table, "log_dead_letters"),
         }
     }
 }

@@ -29,6 +29,8 @@ pub struct LogRelayBuilder<P> {
     pub(super) publish_timeout: Option<Duration>,
     pub(super) connect_timeout: Option<Duration>,
     pub(super) connection_url: Option<String>,
+    pub(super) lease_ttl: Option<Duration>,
+    pub(super) instance_id: Option<String>,
 }
 
 impl<P> std::fmt::Debug for LogRelayBuilder<P> {
@@ -81,6 +83,39 @@ fn positive(setting: &'static str, value: Duration) -> Result<Duration, LogRelay
 }
 
 impl<P: Publisher + 'static> LogRelayBuilder<P> {
+    pub(super) fn new(db: DatabaseConnection, outbox: Outbox, publisher: P) -> Self {
+        Self {
+            db,
+            outbox,
+            publisher,
+            slot: None,
+            publication: None,
+            batch_size: None,
+            max_attempts: None,
+            backoff: None,
+            heartbeat_interval: None,
+            feedback_interval: None,
+            publish_timeout: None,
+            connect_timeout: None,
+            connection_url: None,
+            lease_ttl: None,
+            instance_id: None,
+        }
+    }
+
+    /// How long the slot's lease lasts without renewal (at least 1 s): after the active
+    /// relay dies, a standby takes over within it.
+    pub fn lease_ttl(mut self, ttl: Duration) -> Self {
+        self.lease_ttl = Some(ttl);
+        self
+    }
+
+    /// This relay's name in the slot's lease (1 to 255 characters; default
+    /// `log-relay-<UUIDv7>`).
+    pub fn instance_id(mut self, id: impl Into<String>) -> Self {
+        self.instance_id = Some(id.into());
+        self
+    }
     /// The replication slot to stream from, created on first start (required).
     pub fn slot(mut self, name: impl Into<String>) -> Self {
         self.slot = Some(name.into());
@@ -211,6 +246,24 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
             config.connect_timeout = positive("connect_timeout", timeout)?;
         }
         config.connection_url = self.connection_url;
+        if let Some(ttl) = self.lease_ttl {
+            if ttl < Duration::from_secs(1) {
+                return Err(LogRelayError::Config {
+                    setting: "lease_ttl",
+                    reason: format!("{ttl:?} is shorter than 1 s"),
+                });
+            }
+            config.lease_ttl = ttl;
+        }
+        if let Some(id) = self.instance_id {
+            if id.is_empty() || id.chars().count() > 255 {
+                return Err(LogRelayError::Config {
+                    setting: "instance_id",
+                    reason: "must have 1 to 255 characters".into(),
+                });
+            }
+            config.instance_id = id;
+        }
         Ok(LogRelay::new(self.db, self.outbox, self.publisher, config))
     }
 }

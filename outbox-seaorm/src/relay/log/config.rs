@@ -16,6 +16,9 @@ pub const DEFAULT_FEEDBACK_INTERVAL: Duration = Duration::from_secs(1);
 pub const DEFAULT_PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default limit of connecting the replication connection.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default time to live of a slot's lease: a standby takes over within it after the active
+/// relay died.
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
 /// Prefix of the heartbeat messages (`pg_logical_emit_message`).
 pub const HEARTBEAT_PREFIX: &str = "outbox.heartbeat";
 
@@ -32,6 +35,8 @@ pub const HEARTBEAT_PREFIX: &str = "outbox.heartbeat";
 /// | status updates | at most every 1 s while changes arrive ([`DEFAULT_FEEDBACK_INTERVAL`]), and at shutdown |
 /// | publish timeout | 10 s ([`DEFAULT_PUBLISH_TIMEOUT`]) |
 /// | connect timeout | 10 s ([`DEFAULT_CONNECT_TIMEOUT`]) |
+/// | lease TTL | 10 s ([`DEFAULT_LEASE_TTL`]), renewed every third of it |
+/// | instance id | `log-relay-<UUIDv7>` |
 /// | replication connection | the pool's host, port, user and database (a password comes from `PGPASSWORD` or `~/.pgpass`), or [`connection_url`](super::LogRelayBuilder::connection_url) |
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -57,6 +62,10 @@ pub struct LogRelayConfig {
     pub connect_timeout: Duration,
     /// The replication connection's URL, when not derived from the pool.
     pub connection_url: Option<String>,
+    /// How long the slot's lease lasts without renewal.
+    pub lease_ttl: Duration,
+    /// This relay's name in the slot's lease (status output, logs).
+    pub instance_id: String,
 }
 
 impl LogRelayConfig {
@@ -73,6 +82,8 @@ impl LogRelayConfig {
             publish_timeout: DEFAULT_PUBLISH_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             connection_url: None,
+            lease_ttl: DEFAULT_LEASE_TTL,
+            instance_id: format!("log-relay-{}", uuid::Uuid::now_v7()),
         }
     }
 }

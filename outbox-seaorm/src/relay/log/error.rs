@@ -91,6 +91,13 @@ pub enum LogRelayError {
         /// What the server said.
         detail: String,
     },
+    /// Another log relay took the slot's lease over (this one could not renew it in time):
+    /// this one stops streaming and stands by.
+    #[error("log relay lost the lease of slot `{slot}` to another relay")]
+    LeaseLost {
+        /// The slot.
+        slot: String,
+    },
     /// A database statement failed.
     #[error("database error: {0}")]
     Database(#[from] DbErr),

@@ -64,12 +64,14 @@ mod error;
 mod publish;
 mod report;
 mod row;
+mod session;
 mod source;
 mod start;
 
+use std::time::Duration;
+
 use outbox_core::publish::Publisher;
 use sea_orm::DatabaseConnection;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 pub use builder::LogRelayBuilder;
@@ -77,20 +79,13 @@ pub use config::LogRelayConfig;
 pub use error::LogRelayError;
 pub use report::LogRelayReport;
 
-use self::config::HEARTBEAT_PREFIX;
-use self::publish::{Publishing, StreamedTable};
-use self::source::{Change, SourceError, SourceSettings, WalSource};
+use self::publish::StreamedTable;
+use self::source::{SourceError, SourceSettings};
 use crate::config::Outbox;
 use crate::sql::Store;
-use outbox_core::metric;
 
 /// SQLSTATE `object_not_in_prerequisite_state`: at `START_REPLICATION`, an invalidated slot.
 const SLOT_INVALIDATED: &str = "55000";
-/// SQLSTATE `object_in_use`: another consumer streams from the slot.
-const SLOT_IN_USE: &str = "55006";
-
-/// WAL statuses of `pg_replication_slots`, for the status gauge.
-const WAL_STATUSES: [&str; 4] = ["reserved", "extended", "unreserved", "lost"];
 
 /// A relay that tails PostgreSQL's log; see the [module documentation](self).
 pub struct LogRelay<P> {
@@ -143,26 +138,13 @@ impl<P: Publisher + 'static> LogRelay<P> {
     /// A builder for a log relay publishing `outbox`'s rows, read from `db`'s log, to
     /// `publisher`.
     pub fn builder(db: DatabaseConnection, outbox: Outbox, publisher: P) -> LogRelayBuilder<P> {
-        LogRelayBuilder {
-            db,
-            outbox,
-            publisher,
-            slot: None,
-            publication: None,
-            batch_size: None,
-            max_attempts: None,
-            backoff: None,
-            heartbeat_interval: None,
-            feedback_interval: None,
-            publish_timeout: None,
-            connect_timeout: None,
-            connection_url: None,
-        }
+        LogRelayBuilder::new(db, outbox, publisher)
     }
 
     /// Streams and publishes until `shutdown` is cancelled; see the
     /// [module documentation](self). Graceful shutdown: the reading stops, what was read
-    /// is published (without new retries), and the last acknowledgement goes to the server.
+    /// is published (without new retries), the last acknowledgement goes to the server and
+    /// the slot's lease is released, so that a standby takes over at once.
     ///
     /// # Errors
     /// The errors retrying cannot help (see the module documentation); connection and
@@ -171,116 +153,77 @@ impl<P: Publisher + 'static> LogRelay<P> {
         let settings = self.source_settings();
         let mut total = LogRelayReport::default();
         let mut failures = 0_u32;
+        let mut standby = false;
+        let me = self.config.instance_id.clone();
         tracing::info!(
             slot = %self.config.slot,
+            relay = %me,
             outbox = %self.outbox.outbox_table(),
+            write_mode = self.outbox.write_mode().as_str(),
             "log relay started"
         );
-        while !shutdown.is_cancelled() {
-            let session = async {
-                start::prepare(&self.db, &self.store, &self.config).await?;
-                self.stream(&settings, &shutdown, &mut total).await
-            };
-            match session.await {
-                Ok(()) => failures = 0,
-                Err(error) if fatal(&error) => {
-                    tracing::error!(%error, slot = %self.config.slot, "log relay stopped");
-                    return Err(error);
+        let result = loop {
+            if shutdown.is_cancelled() {
+                break Ok(());
+            }
+            let lease = self
+                .store
+                .take_log_lease(&self.db, &self.config.slot, &me, self.config.lease_ttl)
+                .await;
+            let pause = match lease {
+                Ok(Some(lease)) => {
+                    if standby {
+                        tracing::info!(slot = %self.config.slot, relay = %me, "log relay took the slot over");
+                        standby = false;
+                    }
+                    match self.session(&settings, &lease, &shutdown, &mut total).await {
+                        Ok(()) => {
+                            failures = 0;
+                            Duration::ZERO
+                        }
+                        Err(error) if fatal(&error) => break Err(error),
+                        Err(error) => {
+                            failures = failures.saturating_add(1);
+                            total.restarts += 1;
+                            tracing::warn!(%error, slot = %self.config.slot, "log relay stream failed; restarting");
+                            self.config.backoff.delay(failures)
+                        }
+                    }
+                }
+                Ok(None) => {
+                    if !standby {
+                        tracing::info!(slot = %self.config.slot, relay = %me, "another log relay holds the slot; standing by");
+                        standby = true;
+                    }
+                    self.config.lease_ttl / 5
                 }
                 Err(error) => {
                     failures = failures.saturating_add(1);
-                    total.restarts += 1;
-                    if matches!(&error, LogRelayError::Replication { sqlstate: Some(s), .. } if s == SLOT_IN_USE)
-                    {
-                        tracing::info!(slot = %self.config.slot, "another relay streams from the slot; waiting");
-                    } else {
-                        tracing::warn!(%error, slot = %self.config.slot, "log relay stream failed; restarting");
-                    }
-                    tokio::select! {
-                        () = shutdown.cancelled() => {}
-                        () = tokio::time::sleep(self.config.backoff.delay(failures)) => {}
-                    }
+                    tracing::warn!(%error, slot = %self.config.slot, "log relay: reading the slot lease failed");
+                    self.config.backoff.delay(failures)
                 }
-            }
-        }
-        tracing::info!(
-            slot = %self.config.slot,
-            published = total.published,
-            "log relay stopped"
-        );
-        Ok(total)
-    }
-
-    /// One streaming session: until `shutdown`, or an error of the stream.
-    async fn stream(
-        &self,
-        settings: &SourceSettings,
-        shutdown: &CancellationToken,
-        total: &mut LogRelayReport,
-    ) -> Result<(), LogRelayError> {
-        let mut source = WalSource::start(settings)
-            .await
-            .map_err(|error| self.source_error(error))?;
-        let stop = shutdown.child_token();
-        let (changes, received) = mpsc::channel(self.config.batch_size.clamp(64, 8_192) * 2);
-        let mut publishing = Publishing {
-            publisher: &self.publisher,
-            config: &self.config,
-            columns: *self.outbox.columns(),
-            table: self.streamed_table(),
-            message_prefix: self.outbox.write_mode().message_prefix().map(str::to_owned),
-            envelope_config: self.outbox.envelope_config().clone(),
-            acknowledger: source.acknowledger(),
-            labels: self.labels.clone(),
-            report: LogRelayReport::default(),
-        };
-        let reading = async {
-            let result = read(&mut source, changes, &stop).await;
-            stop.cancel();
-            result
-        };
-        let publishing_done = async {
-            publishing.run(received, &stop).await;
-            stop.cancel();
-        };
-        let (read, (), ()) = tokio::join!(reading, publishing_done, self.heartbeat(&stop));
-        // The last acknowledgement (graceful shutdown or not: it is what was confirmed).
-        if let Err(error) = source.feedback().await {
-            tracing::warn!(%error, "log relay: the final status update failed");
-        }
-        total.merge(&publishing.report);
-        read.map_err(|error| self.source_error(error))
-    }
-
-    /// Every heartbeat interval until `stop`: the heartbeat message, then the slot gauges.
-    async fn heartbeat(&self, stop: &CancellationToken) {
-        loop {
+            };
             tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(self.config.heartbeat_interval) => {}
+                () = shutdown.cancelled() => {}
+                () = tokio::time::sleep(pause) => {}
             }
-            if let Err(error) = self.store.emit_heartbeat(&self.db, HEARTBEAT_PREFIX).await {
-                tracing::warn!(%error, "log relay heartbeat failed");
-            }
-            match self.store.slot(&self.db, &self.config.slot).await {
-                Ok(Some(slot)) => self.slot_gauges(&slot),
-                Ok(None) => {}
-                Err(error) => tracing::warn!(%error, "log relay: reading the slot failed"),
-            }
+        };
+        if let Err(error) = self
+            .store
+            .release_log_lease(&self.db, &self.config.slot, &me)
+            .await
+        {
+            tracing::warn!(%error, "log relay could not release its slot lease; it expires");
         }
-    }
-
-    fn slot_gauges(&self, slot: &crate::sql::log::SlotRow) {
-        let mut labels = self.labels.clone();
-        labels.push(metrics::Label::new("slot", self.config.slot.clone()));
-        if let Some(lag) = slot.lag_bytes {
-            metrics::gauge!(metric::LOG_SLOT_LAG_BYTES, labels.clone()).set(lag as f64);
-        }
-        for status in WAL_STATUSES {
-            let mut labels = labels.clone();
-            labels.push(metrics::Label::new("status", status));
-            let current = slot.wal_status.as_deref() == Some(status);
-            metrics::gauge!(metric::LOG_SLOT_WAL_STATUS, labels).set(f64::from(u8::from(current)));
+        match result {
+            Ok(()) => {
+                tracing::info!(slot = %self.config.slot, published = total.published, "log relay stopped");
+                Ok(total)
+            }
+            Err(error) => {
+                tracing::error!(%error, slot = %self.config.slot, "log relay stopped");
+                Err(error)
+            }
         }
     }
 
@@ -337,29 +280,10 @@ impl<P: Publisher + 'static> LogRelay<P> {
     }
 }
 
-/// Reads changes into `changes` until `stop`, the publishing side is gone, or the stream
-/// fails; sends a status update after a commit when one is due.
-async fn read(
-    source: &mut WalSource,
-    changes: mpsc::Sender<Change>,
-    stop: &CancellationToken,
-) -> Result<(), SourceError> {
-    while let Some(change) = source.next(stop).await? {
-        let commit = matches!(change, Change::Commit { .. });
-        if changes.send(change).await.is_err() {
-            return Ok(());
-        }
-        if commit {
-            source.feedback_if_due().await;
-        }
-    }
-    Ok(())
-}
-
 /// Whether retrying cannot help.
 fn fatal(error: &LogRelayError) -> bool {
     match error {
-        LogRelayError::Database(_) => false,
+        LogRelayError::Database(_) | LogRelayError::LeaseLost { .. } => false,
         LogRelayError::Replication { sqlstate, .. } => sqlstate
             .as_deref()
             .is_some_and(|code| code.starts_with("28") || code == "3D000" || code == "42704"),

@@ -146,7 +146,11 @@ impl<P: Publisher> Publishing<'_, P> {
 
     /// Publishes `envelopes` until each is published or dead. `false`: `stop` interrupted
     /// the retries (nothing may be acknowledged).
-    async fn publish(&mut self, envelopes: &[Envelope], stop: &CancellationToken) -> bool {
+    pub(super) async fn publish(
+        &mut self,
+        envelopes: &[Envelope],
+        stop: &CancellationToken,
+    ) -> bool {
         if envelopes.is_empty() {
             return true;
         }
@@ -247,7 +251,7 @@ impl<P: Publisher> Publishing<'_, P> {
         );
     }
 
-    fn dead_letter_unreadable(&mut self, rows: &[UnreadableRow]) {
+    pub(super) fn dead_letter_unreadable(&mut self, rows: &[UnreadableRow]) {
         for unreadable in rows {
             self.report.dead_lettered += 1;
             let mut labels = self.labels.clone();

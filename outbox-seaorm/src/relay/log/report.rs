@@ -11,6 +11,9 @@ pub struct LogRelayReport {
     /// Events given up on (a permanent rejection, `max_attempts` transient failures, or an
     /// unreadable row).
     pub dead_lettered: u64,
+    /// Events published by backfills (rows pending when a new slot was created); also
+    /// counted in `published`.
+    pub backfilled: u64,
     /// Transactions acknowledged (heartbeats included).
     pub transactions: u64,
     /// Heartbeat messages received back from the stream.
@@ -25,6 +28,7 @@ impl LogRelayReport {
     /// Adds the counts of `other` (one streaming session) to this report.
     pub(super) fn merge(&mut self, other: &Self) {
         self.published += other.published;
+        self.backfilled += other.backfilled;
         self.retried += other.retried;
         self.dead_lettered += other.dead_lettered;
         self.transactions += other.transactions;

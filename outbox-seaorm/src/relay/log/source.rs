@@ -9,7 +9,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use pg_walstream::{
     ChangeEvent, ColumnValue, EventType, LogicalReplicationStream, ReplicationError,
-    ReplicationStreamConfig, RetryConfig, RowData, SharedLsnFeedback, StreamingMode,
+    ReplicationSlotOptions, ReplicationStreamConfig, RetryConfig, RowData, SharedLsnFeedback,
+    StreamingMode,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -118,6 +119,11 @@ impl Acknowledger {
         self.0.update_flushed_lsn(lsn);
         self.0.update_applied_lsn(lsn);
     }
+
+    /// The highest position acknowledged so far (0: none).
+    pub(crate) fn acknowledged(&self) -> u64 {
+        self.0.get_applied_lsn()
+    }
 }
 
 /// A logical replication stream of the `pgoutput` plugin, messages included.
@@ -155,14 +161,17 @@ pub(crate) fn conninfo(pairs: &[(&str, &str)]) -> String {
 }
 
 impl WalSource {
-    /// Connects, creates the slot when missing (`pgoutput`, no snapshot) and starts
-    /// streaming after the slot's confirmed position.
-    pub(crate) async fn start(settings: &SourceSettings) -> Result<Self, SourceError> {
+    /// Connects. With `export_snapshot`, a slot this connection creates exports a snapshot
+    /// ([`ensure_slot`](Self::ensure_slot) returns its name).
+    pub(crate) async fn connect(
+        settings: &SourceSettings,
+        export_snapshot: bool,
+    ) -> Result<Self, SourceError> {
         let retry = RetryConfig {
             max_attempts: 1,
             ..RetryConfig::default()
         };
-        let config =
+        let mut config =
             ReplicationStreamConfig::builder(settings.slot.clone(), settings.publication.clone())
                 .with_protocol_version(1)
                 .with_streaming_mode(StreamingMode::Off)
@@ -171,10 +180,27 @@ impl WalSource {
                 .with_connection_timeout(settings.connect_timeout)
                 .with_health_check_interval(Duration::from_secs(3600))
                 .with_retry_config(retry);
-        let mut stream =
-            LogicalReplicationStream::new(&replication_url(&settings.url), config).await?;
-        stream.start(None).await?;
+        if export_snapshot {
+            config = config.with_slot_options(ReplicationSlotOptions {
+                snapshot: Some("export".to_owned()),
+                ..ReplicationSlotOptions::default()
+            });
+        }
+        let stream = LogicalReplicationStream::new(&replication_url(&settings.url), config).await?;
         Ok(Self { stream })
+    }
+
+    /// Creates the slot (`pgoutput`) unless it exists. Returns the exported snapshot's name
+    /// when this call created the slot with one: valid until [`start`](Self::start).
+    pub(crate) async fn ensure_slot(&mut self) -> Result<Option<String>, SourceError> {
+        self.stream.ensure_replication_slot().await?;
+        Ok(self.stream.exported_snapshot_name().map(str::to_owned))
+    }
+
+    /// Starts streaming after the slot's confirmed position (creating the slot, without a
+    /// snapshot, if [`ensure_slot`](Self::ensure_slot) did not).
+    pub(crate) async fn start(&mut self) -> Result<(), SourceError> {
+        Ok(self.stream.start(None).await?)
     }
 
     /// The acknowledger of this stream.

@@ -6,13 +6,19 @@
 //! | the publication of the outbox's inserts: create, check | `publication.rs` |
 //! | the replication slot: state, lag, `wal_status`, drop | `slot.rs` |
 //! | the idle-database heartbeat (`pg_logical_emit_message`) | `heartbeat.rs` |
+//! | the slot lease (one active relay per slot), backfill mark, acknowledged position | `lease.rs` |
+//! | a new slot's backfill: the snapshot import, the pending rows page by page | `backfill.rs` |
 //!
 //! The replication stream itself is not SQL: it lives behind `relay::log::source`.
 
+mod backfill;
 mod heartbeat;
+mod lease;
 mod preflight;
 mod publication;
 mod slot;
 
+pub(crate) use backfill::BackfillRow;
+pub(crate) use lease::{SlotLease, SlotOwner};
 pub(crate) use preflight::Preflight;
 pub(crate) use slot::SlotRow;

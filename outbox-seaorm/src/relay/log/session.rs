@@ -1,0 +1,284 @@
+//! One streaming session of the log relay that holds the slot's lease: the start-up checks,
+//! the slot (created with an exported snapshot and **backfilled** in table mode: the rows
+//! pending when the slot was created are published first, so that nothing committed before
+//! the slot existed is lost), then the stream — one task reading, one publishing, one
+//! writing heartbeats, one renewing the lease — until shutdown, an error, or a lost lease.
+
+use std::time::{Duration, Instant};
+
+use outbox_core::Envelope;
+use outbox_core::metric;
+use outbox_core::publish::Publisher;
+use sea_orm::{AccessMode, IsolationLevel, TransactionTrait as _};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::config::HEARTBEAT_PREFIX;
+use super::error::LogRelayError;
+use super::publish::Publishing;
+use super::report::LogRelayReport;
+use super::row::UnreadableRow;
+use super::source::{Acknowledger, Change, SourceError, SourceSettings, WalSource};
+use super::{LogRelay, start};
+use crate::sql::log::{SlotLease, SlotRow};
+
+/// WAL statuses of `pg_replication_slots`, for the status gauge.
+const WAL_STATUSES: [&str; 4] = ["reserved", "extended", "unreserved", "lost"];
+
+/// Rows per page of a backfill.
+const BACKFILL_PAGE: u64 = 1_000;
+
+impl<P: Publisher + 'static> LogRelay<P> {
+    /// One session; see the [module documentation](self).
+    pub(super) async fn session(
+        &self,
+        settings: &SourceSettings,
+        lease: &SlotLease,
+        shutdown: &CancellationToken,
+        total: &mut LogRelayReport,
+    ) -> Result<(), LogRelayError> {
+        let slot = &self.config.slot;
+        let me = &self.config.instance_id;
+        start::prepare(&self.db, &self.store, &self.config).await?;
+        let table_mode = self.outbox.write_mode().message_prefix().is_none();
+        let mut exists = self.store.slot(&self.db, slot).await?.is_some();
+        if exists && table_mode && !lease.backfilled {
+            // A backfill was interrupted: a new slot and a new backfill (what was published
+            // goes out again with the same ids; nothing is lost).
+            tracing::warn!(%slot, "log relay: the slot's backfill did not finish; recreating the slot");
+            self.store.drop_slot(&self.db, slot).await?;
+            exists = false;
+        }
+        if !exists {
+            // Cleared before the slot exists: a crash from here on finds no mark.
+            self.store
+                .set_log_backfilled(&self.db, slot, me, false)
+                .await?;
+        }
+        let mut source = WalSource::connect(settings, !exists && table_mode)
+            .await
+            .map_err(|error| self.source_error(error))?;
+        let snapshot = source
+            .ensure_slot()
+            .await
+            .map_err(|error| self.source_error(error))?;
+        let stop = shutdown.child_token();
+        let mut publishing = self.publishing(source.acknowledger());
+        if !exists {
+            if let Some(snapshot) = snapshot.filter(|_| table_mode) {
+                let done = self.backfill(&snapshot, &mut publishing, &stop).await;
+                total.backfilled += publishing.report.published;
+                total.merge(&std::mem::take(&mut publishing.report));
+                if !done? {
+                    return Ok(());
+                }
+            }
+            self.store
+                .set_log_backfilled(&self.db, slot, me, true)
+                .await?;
+        }
+        source
+            .start()
+            .await
+            .map_err(|error| self.source_error(error))?;
+        tracing::info!(%slot, relay = %me, "log relay streaming");
+        let result = self.stream(&mut source, &mut publishing, &stop).await;
+        total.merge(&publishing.report);
+        result
+    }
+
+    fn publishing(&self, acknowledger: Acknowledger) -> Publishing<'_, P> {
+        Publishing {
+            publisher: &self.publisher,
+            config: &self.config,
+            columns: *self.outbox.columns(),
+            table: self.streamed_table(),
+            message_prefix: self.outbox.write_mode().message_prefix().map(str::to_owned),
+            envelope_config: self.outbox.envelope_config().clone(),
+            acknowledger,
+            labels: self.labels.clone(),
+            report: LogRelayReport::default(),
+        }
+    }
+
+    /// Publishes the rows pending in `snapshot` (the slot's creation), page by page.
+    /// `Ok(false)`: stopped before the end.
+    async fn backfill(
+        &self,
+        snapshot: &str,
+        publishing: &mut Publishing<'_, P>,
+        stop: &CancellationToken,
+    ) -> Result<bool, LogRelayError> {
+        let txn = self
+            .db
+            .begin_with_config(
+                Some(IsolationLevel::RepeatableRead),
+                Some(AccessMode::ReadOnly),
+            )
+            .await?;
+        self.store.import_snapshot(&txn, snapshot).await?;
+        let mut after = i64::MIN;
+        let mut rows = 0_u64;
+        loop {
+            let page = self.store.pending_after(&txn, after, BACKFILL_PAGE).await?;
+            let Some(last) = page.last() else {
+                break;
+            };
+            after = last.seq;
+            rows += page.len() as u64;
+            let mut envelopes: Vec<Envelope> = Vec::with_capacity(page.len());
+            let mut unreadable = Vec::new();
+            for row in page {
+                match row.envelope {
+                    Ok(envelope) => envelopes.push(envelope),
+                    Err((event_type, aggregate_type, aggregate_id, error)) => {
+                        unreadable.push(UnreadableRow {
+                            message_id: None,
+                            event_type,
+                            aggregate_type,
+                            aggregate_id,
+                            error,
+                        })
+                    }
+                }
+            }
+            if !publishing.publish(&envelopes, stop).await {
+                return Ok(false);
+            }
+            publishing.dead_letter_unreadable(&unreadable);
+        }
+        txn.commit().await?;
+        tracing::info!(slot = %self.config.slot, rows, "log relay backfilled the rows pending at the slot's creation");
+        Ok(true)
+    }
+
+    /// The stream: reading, publishing, heartbeats and the lease, until `stop` (shutdown),
+    /// a stream error, or a lost lease.
+    async fn stream(
+        &self,
+        source: &mut WalSource,
+        publishing: &mut Publishing<'_, P>,
+        stop: &CancellationToken,
+    ) -> Result<(), LogRelayError> {
+        let (changes, received) = mpsc::channel(self.config.batch_size.clamp(64, 8_192) * 2);
+        let acknowledger = publishing.acknowledger.clone();
+        let reading = async {
+            let result = read(source, changes, stop).await;
+            stop.cancel();
+            result
+        };
+        let publishing_done = async {
+            publishing.run(received, stop).await;
+            stop.cancel();
+        };
+        let (read, (), (), lease) = tokio::join!(
+            reading,
+            publishing_done,
+            self.heartbeat(stop),
+            self.renew_lease(&acknowledger, stop)
+        );
+        // The last acknowledgement (graceful shutdown or not: it is what was confirmed).
+        if let Err(error) = source.feedback().await {
+            tracing::warn!(%error, "log relay: the final status update failed");
+        }
+        read.map_err(|error| self.source_error(error))?;
+        lease
+    }
+
+    /// Every heartbeat interval until `stop`: the heartbeat message, then the slot gauges.
+    async fn heartbeat(&self, stop: &CancellationToken) {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(self.config.heartbeat_interval) => {}
+            }
+            if let Err(error) = self.store.emit_heartbeat(&self.db, HEARTBEAT_PREFIX).await {
+                tracing::warn!(%error, "log relay heartbeat failed");
+            }
+            match self.store.slot(&self.db, &self.config.slot).await {
+                Ok(Some(slot)) => self.slot_gauges(&slot),
+                Ok(None) => {}
+                Err(error) => tracing::warn!(%error, "log relay: reading the slot failed"),
+            }
+        }
+    }
+
+    /// Renews the slot's lease every third of its TTL (recording the acknowledged
+    /// position) until `stop`; a lease taken over or not renewed within its TTL stops the
+    /// session ([`LogRelayError::LeaseLost`]).
+    async fn renew_lease(
+        &self,
+        acknowledger: &Acknowledger,
+        stop: &CancellationToken,
+    ) -> Result<(), LogRelayError> {
+        let ttl = self.config.lease_ttl;
+        let mut renewed = Instant::now();
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return Ok(()),
+                () = tokio::time::sleep(ttl / 3) => {}
+            }
+            let slot = &self.config.slot;
+            let me = &self.config.instance_id;
+            match self.store.take_log_lease(&self.db, slot, me, ttl).await {
+                Ok(Some(_)) => renewed = Instant::now(),
+                Ok(None) => {
+                    stop.cancel();
+                    return Err(LogRelayError::LeaseLost { slot: slot.clone() });
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "log relay: renewing the slot lease failed");
+                    if renewed.elapsed() >= ttl.saturating_sub(Duration::from_millis(100)) {
+                        stop.cancel();
+                        return Err(LogRelayError::LeaseLost { slot: slot.clone() });
+                    }
+                    continue;
+                }
+            }
+            let lsn = acknowledger.acknowledged();
+            if lsn > 0 {
+                let text = format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF);
+                if let Err(error) = self
+                    .store
+                    .record_log_acknowledged(&self.db, slot, me, &text)
+                    .await
+                {
+                    tracing::warn!(%error, "log relay: recording the acknowledged position failed");
+                }
+            }
+        }
+    }
+
+    fn slot_gauges(&self, slot: &SlotRow) {
+        let mut labels = self.labels.clone();
+        labels.push(metrics::Label::new("slot", self.config.slot.clone()));
+        if let Some(lag) = slot.lag_bytes {
+            metrics::gauge!(metric::LOG_SLOT_LAG_BYTES, labels.clone()).set(lag as f64);
+        }
+        for status in WAL_STATUSES {
+            let mut labels = labels.clone();
+            labels.push(metrics::Label::new("status", status));
+            let current = slot.wal_status.as_deref() == Some(status);
+            metrics::gauge!(metric::LOG_SLOT_WAL_STATUS, labels).set(f64::from(u8::from(current)));
+        }
+    }
+}
+
+/// Reads changes into `changes` until `stop`, the publishing side is gone, or the stream
+/// fails; sends a status update after a commit when one is due.
+async fn read(
+    source: &mut WalSource,
+    changes: mpsc::Sender<Change>,
+    stop: &CancellationToken,
+) -> Result<(), SourceError> {
+    while let Some(change) = source.next(stop).await? {
+        let commit = matches!(change, Change::Commit { .. });
+        if changes.send(change).await.is_err() {
+            return Ok(());
+        }
+        if commit {
+            source.feedback_if_due().await;
+        }
+    }
+    Ok(())
+}
