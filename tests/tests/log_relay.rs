@@ -912,3 +912,194 @@ async fn an_invalidated_slot_stops_the_relay_and_is_recovered() {
     db.close().await;
     drop(cluster);
 }
+
+/// A poison event cannot stop the log: it is dead-lettered and the slot moves on. Under
+/// `DeadLetterPolicy::Block` the later events of its aggregate are parked in order (those
+/// streamed later too), every other aggregate goes on; a requeue publishes the dead one and
+/// then the parked ones, in order; a skip (with a reason) releases the parked ones without
+/// it. Both are in the operator log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_event_parks_only_its_aggregate_until_requeued_or_skipped() {
+    use outbox_core::publish::PublishError;
+    use outbox_seaorm::ops::Operations;
+    use outbox_seaorm::record::log_dead_letter::LogDeadLetterStatus;
+    let Some((db, outbox)) =
+        logical_db("a_poison_event_parks_only_its_aggregate_until_requeued_or_skipped").await
+    else {
+        return;
+    };
+    let broker = InProcessBroker::new();
+    broker.fail_messages(|envelope| {
+        let n = envelope.decode::<OrderNotedV2>().ok()?.n;
+        (envelope.aggregate_id.starts_with("poison") && n == 1)
+            .then(|| PublishError::rejected("the broker refuses note 1"))
+    });
+    let slot = slot_name();
+    let relay = Running::start(
+        log_relay(&db, &outbox, &broker, &slot)
+            .max_attempts(2)
+            .backoff(
+                outbox_core::policy::Backoff::new()
+                    .with_min_delay(Duration::from_millis(10))
+                    .with_jitter(false),
+            )
+            .build()
+            .unwrap(),
+    );
+    wait_for_active_slot(&db, &slot).await;
+    let ops = Operations::new(db.conn().clone(), outbox.clone());
+    note(&db, &outbox, "poison-a", 0, 4).await;
+    note(&db, &outbox, "poison-b", 0, 3).await;
+    note(&db, &outbox, "fine", 0, 3).await;
+    // Streamed after the aggregate is held: parked as well.
+    wait_for(&broker, 5).await;
+    note(&db, &outbox, "poison-a", 4, 1).await;
+    note(&db, &outbox, "fine", 3, 1).await;
+    wait_for(&broker, 6).await;
+    let entries = async || {
+        ops.log_dead_letters(Some(&slot), None, None, 100)
+            .await
+            .unwrap()
+    };
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while entries().await.len() < 6 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            entries().await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let summary = |entries: &[outbox_seaorm::record::log_dead_letter::LogDeadLetter]| {
+        entries
+            .iter()
+            .map(|e| {
+                let n = e
+                    .envelope
+                    .as_ref()
+                    .map(|env| env.decode::<OrderNotedV2>().unwrap().n);
+                (e.aggregate_id.clone(), n, e.status)
+            })
+            .collect::<Vec<_>>()
+    };
+    use LogDeadLetterStatus::{Dead, Parked, Published, Skipped};
+    let mut held = summary(&entries().await);
+    held.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    assert_eq!(
+        held,
+        [
+            ("poison-a".into(), Some(1), Dead),
+            ("poison-a".into(), Some(2), Parked),
+            ("poison-a".into(), Some(3), Parked),
+            ("poison-a".into(), Some(4), Parked),
+            ("poison-b".into(), Some(1), Dead),
+            ("poison-b".into(), Some(2), Parked),
+        ]
+    );
+    assert_eq!(
+        notes(&broker.published()),
+        [
+            ("poison-a".into(), 0),
+            ("poison-b".into(), 0),
+            ("fine".into(), 0),
+            ("fine".into(), 1),
+            ("fine".into(), 2),
+            ("fine".into(), 3),
+        ],
+        "only the poisoned aggregates wait"
+    );
+
+    // Requeue poison-a's dead note (the broker accepts it now); skip poison-b's.
+    broker.clear_failures();
+    let dead = ops
+        .log_dead_letters(Some(&slot), None, Some(Dead), 10)
+        .await
+        .unwrap();
+    let id_of = |aggregate: &str| {
+        dead.iter()
+            .find(|e| e.aggregate_id == aggregate)
+            .map(|e| e.id)
+            .unwrap()
+    };
+    let dead_a = id_of("poison-a");
+    let dead_b = id_of("poison-b");
+    assert!(
+        ops.skip_log_dead_letter(dead_b, "ops@example", " ")
+            .await
+            .is_err(),
+        "a reason is required"
+    );
+    assert!(
+        ops.requeue_log_dead_letter(dead_a, "ops@example")
+            .await
+            .unwrap()
+    );
+    assert!(
+        ops.skip_log_dead_letter(dead_b, "ops@example", "note 1 was a test")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !ops.requeue_log_dead_letter(dead_b, "ops@example")
+            .await
+            .unwrap(),
+        "not dead any more"
+    );
+    wait_for(&broker, 11).await;
+    let poison_a: Vec<u32> = notes(&broker.published_for(
+        <OrderNotedV2 as outbox_core::IntegrationEvent>::AGGREGATE_TYPE,
+        "poison-a",
+    ))
+    .into_iter()
+    .map(|(_, n)| n)
+    .collect();
+    assert_eq!(
+        poison_a,
+        [0, 1, 2, 3, 4],
+        "requeued, then the parked ones, in order"
+    );
+    let poison_b: Vec<u32> = notes(&broker.published_for(
+        <OrderNotedV2 as outbox_core::IntegrationEvent>::AGGREGATE_TYPE,
+        "poison-b",
+    ))
+    .into_iter()
+    .map(|(_, n)| n)
+    .collect();
+    assert_eq!(
+        poison_b,
+        [0, 2],
+        "skipped: never published; the parked one released"
+    );
+    // The broker has them before their entries are marked.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while entries().await.iter().any(|e| e.status.holds_aggregate()) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            entries().await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut after = summary(&entries().await);
+    after.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    assert_eq!(
+        after.iter().map(|e| e.2).collect::<Vec<_>>(),
+        [
+            Published, Published, Published, Published, Skipped, Published
+        ]
+    );
+    // The aggregate is free again: its next event goes straight out.
+    note(&db, &outbox, "poison-a", 5, 1).await;
+    wait_for(&broker, 12).await;
+    let log = ops.operator_log(None).await.unwrap();
+    assert_eq!(log.len(), 2, "{log:?}");
+    assert!(
+        log.iter()
+            .any(|a| a.actor == "ops@example" && a.reason.as_deref() == Some("note 1 was a test"))
+    );
+    let report = relay.stop().await;
+    assert_eq!(report.dead_lettered, 2, "{report:?}");
+    assert_eq!(report.parked, 4, "{report:?}");
+    assert_eq!(report.released, 5, "{report:?}");
+    db.close().await;
+}

@@ -48,12 +48,16 @@
 mod action;
 mod consumer;
 mod error;
+#[cfg(feature = "log-relay")]
+mod log;
 mod operations;
 mod purge;
 mod status;
 
 pub use crate::status_report::{StatusReport, WorkerKeyStatus};
 pub use error::OpsError;
+#[cfg(feature = "log-relay")]
+pub use log::LogSlotStatus;
 pub use operations::Operations;
 
 pub use crate::record::operator_action::{OperatorAction, OperatorActionKind};

@@ -13,6 +13,7 @@ use sea_orm::FromQueryResult;
 use crate::status::OutboxStatus;
 
 pub(crate) mod dead_letter;
+pub mod log_dead_letter;
 pub(crate) mod operator_action;
 pub(crate) mod parked;
 

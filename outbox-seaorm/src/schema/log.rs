@@ -62,6 +62,14 @@ pub(crate) fn statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
         .col(Alias::new("aggregate_type"))
         .col(Alias::new("aggregate_id"))
         .col(Alias::new("id"));
-    statements.extend(with_indexes(backend, dead, vec![by_aggregate]));
+    // A redelivered event (after a crash before the acknowledgement) is not written twice.
+    let mut by_message = Index::create();
+    by_message
+        .name(index_name(name, "message_key"))
+        .table(table_ref(name))
+        .col(Alias::new("slot"))
+        .col(Alias::new("message_id"))
+        .unique();
+    statements.extend(with_indexes(backend, dead, vec![by_aggregate, by_message]));
     statements
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use outbox_core::policy::Backoff;
+use outbox_core::policy::{Backoff, DeadLetterPolicy};
 use outbox_core::publish::Publisher;
 use sea_orm::{DatabaseConnection, DbBackend};
 
@@ -24,6 +24,7 @@ pub struct LogRelayBuilder<P> {
     pub(super) batch_size: Option<usize>,
     pub(super) max_attempts: Option<u32>,
     pub(super) backoff: Option<Backoff>,
+    pub(super) dead_letter_policy: Option<DeadLetterPolicy>,
     pub(super) heartbeat_interval: Option<Duration>,
     pub(super) feedback_interval: Option<Duration>,
     pub(super) publish_timeout: Option<Duration>,
@@ -93,6 +94,7 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
             batch_size: None,
             max_attempts: None,
             backoff: None,
+            dead_letter_policy: None,
             heartbeat_interval: None,
             feedback_interval: None,
             publish_timeout: None,
@@ -144,6 +146,13 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
     /// Delay before the next attempt of a failed event, and between reconnections.
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.backoff = Some(backoff);
+        self
+    }
+
+    /// What a dead event does to its aggregate's later events (default
+    /// [`DeadLetterPolicy::Block`]: parked in order until an operator requeues or skips it).
+    pub fn dead_letter_policy(mut self, policy: DeadLetterPolicy) -> Self {
+        self.dead_letter_policy = Some(policy);
         self
     }
 
@@ -232,6 +241,9 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
         }
         if let Some(backoff) = self.backoff {
             config.backoff = backoff;
+        }
+        if let Some(policy) = self.dead_letter_policy {
+            config.dead_letter_policy = policy;
         }
         if let Some(interval) = self.heartbeat_interval {
             config.heartbeat_interval = positive("heartbeat_interval", interval)?;

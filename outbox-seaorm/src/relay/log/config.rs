@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use outbox_core::policy::Backoff;
+use outbox_core::policy::{Backoff, DeadLetterPolicy};
 
 /// Default events per published batch (a batch may span many transactions).
 pub const DEFAULT_BATCH_SIZE: usize = 1_000;
@@ -30,6 +30,7 @@ pub const HEARTBEAT_PREFIX: &str = "outbox.heartbeat";
 /// | publication | the slot's name |
 /// | batch size | 1 000 events ([`DEFAULT_BATCH_SIZE`]) |
 /// | max attempts | 10 ([`DEFAULT_MAX_ATTEMPTS`]) |
+/// | dead-letter policy | [`DeadLetterPolicy::Block`]: an aggregate's later events are parked behind its dead one |
 /// | backoff | [`Backoff::default`], also between reconnections |
 /// | heartbeat | every 10 s ([`DEFAULT_HEARTBEAT_INTERVAL`]) |
 /// | status updates | at most every 1 s while changes arrive ([`DEFAULT_FEEDBACK_INTERVAL`]), and at shutdown |
@@ -52,6 +53,8 @@ pub struct LogRelayConfig {
     pub max_attempts: u32,
     /// Delay before the next attempt of an event that failed, and between reconnections.
     pub backoff: Backoff,
+    /// What a dead event does to its aggregate's later events.
+    pub dead_letter_policy: DeadLetterPolicy,
     /// Time between idle-database heartbeats.
     pub heartbeat_interval: Duration,
     /// Shortest time between two status updates while changes arrive.
@@ -77,6 +80,7 @@ impl LogRelayConfig {
             batch_size: DEFAULT_BATCH_SIZE,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             backoff: Backoff::default(),
+            dead_letter_policy: DeadLetterPolicy::Block,
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             feedback_interval: DEFAULT_FEEDBACK_INTERVAL,
             publish_timeout: DEFAULT_PUBLISH_TIMEOUT,

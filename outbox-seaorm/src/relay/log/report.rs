@@ -14,6 +14,11 @@ pub struct LogRelayReport {
     /// Events published by backfills (rows pending when a new slot was created); also
     /// counted in `published`.
     pub backfilled: u64,
+    /// Events parked behind a dead event of their aggregate (Block).
+    pub parked: u64,
+    /// Held events published after an operator's requeue or skip (also counted in
+    /// `published`).
+    pub released: u64,
     /// Transactions acknowledged (heartbeats included).
     pub transactions: u64,
     /// Heartbeat messages received back from the stream.
@@ -31,6 +36,8 @@ impl LogRelayReport {
         self.backfilled += other.backfilled;
         self.retried += other.retried;
         self.dead_lettered += other.dead_lettered;
+        self.parked += other.parked;
+        self.released += other.released;
         self.transactions += other.transactions;
         self.heartbeats += other.heartbeats;
         self.restarts += other.restarts;

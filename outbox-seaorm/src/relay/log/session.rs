@@ -64,6 +64,8 @@ impl<P: Publisher + 'static> LogRelay<P> {
             .map_err(|error| self.source_error(error))?;
         let stop = shutdown.child_token();
         let mut publishing = self.publishing(source.acknowledger());
+        // The aggregates held behind dead events, and what operators released meanwhile.
+        publishing.release(&stop).await?;
         if !exists {
             if let Some(snapshot) = snapshot.filter(|_| table_mode) {
                 let done = self.backfill(&snapshot, &mut publishing, &stop).await;
@@ -91,6 +93,9 @@ impl<P: Publisher + 'static> LogRelay<P> {
         Publishing {
             publisher: &self.publisher,
             config: &self.config,
+            db: &self.db,
+            store: &self.store,
+            held: Default::default(),
             columns: *self.outbox.columns(),
             table: self.streamed_table(),
             message_prefix: self.outbox.write_mode().message_prefix().map(str::to_owned),
@@ -142,10 +147,9 @@ impl<P: Publisher + 'static> LogRelay<P> {
                     }
                 }
             }
-            if !publishing.publish(&envelopes, stop).await {
+            if !publishing.publish_rows(envelopes, unreadable, stop).await? {
                 return Ok(false);
             }
-            publishing.dead_letter_unreadable(&unreadable);
         }
         txn.commit().await?;
         tracing::info!(slot = %self.config.slot, rows, "log relay backfilled the rows pending at the slot's creation");
@@ -168,10 +172,11 @@ impl<P: Publisher + 'static> LogRelay<P> {
             result
         };
         let publishing_done = async {
-            publishing.run(received, stop).await;
+            let result = publishing.run(received, stop).await;
             stop.cancel();
+            result
         };
-        let (read, (), (), lease) = tokio::join!(
+        let (read, published, (), lease) = tokio::join!(
             reading,
             publishing_done,
             self.heartbeat(stop),
@@ -182,6 +187,7 @@ impl<P: Publisher + 'static> LogRelay<P> {
             tracing::warn!(%error, "log relay: the final status update failed");
         }
         read.map_err(|error| self.source_error(error))?;
+        published?;
         lease
     }
 

@@ -7,11 +7,13 @@
 //! | the replication slot: state, lag, `wal_status`, drop | `slot.rs` |
 //! | the idle-database heartbeat (`pg_logical_emit_message`) | `heartbeat.rs` |
 //! | the slot lease (one active relay per slot), backfill mark, acknowledged position | `lease.rs` |
+//! | dead and parked events: write, held aggregates, transitions, operator reads | `dead_letter.rs` |
 //! | a new slot's backfill: the snapshot import, the pending rows page by page | `backfill.rs` |
 //!
 //! The replication stream itself is not SQL: it lives behind `relay::log::source`.
 
 mod backfill;
+mod dead_letter;
 mod heartbeat;
 mod lease;
 mod preflight;
@@ -19,6 +21,7 @@ mod publication;
 mod slot;
 
 pub(crate) use backfill::BackfillRow;
+pub(crate) use dead_letter::NewLogDeadLetter;
 pub(crate) use lease::{SlotLease, SlotOwner};
 pub(crate) use preflight::Preflight;
 pub(crate) use slot::SlotRow;

@@ -1,0 +1,177 @@
+//! The log relay, as operators see it (feature `log-relay`, PostgreSQL): its slots (who
+//! streams, lag, `wal_status`, backfill), and its dead letters and parked events — list,
+//! show, requeue, skip. Requeue and skip are recorded on the entry (who, when, why) and in
+//! the operator log (`seq` = the entry's id, `previous_status` = `log-dead`), in one
+//! transaction.
+
+use outbox_core::metric;
+use sea_orm::{DbErr, TransactionTrait as _};
+
+use super::error::{OpsError, check_input};
+use super::operations::Operations;
+use crate::record::log_dead_letter::{LogDeadLetter, LogDeadLetterStatus};
+use crate::record::operator_action::{OperatorAction, OperatorActionKind};
+
+/// One log relay slot of this outbox, as `<outbox>_log_slots` and `pg_replication_slots`
+/// show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LogSlotStatus {
+    /// The slot.
+    pub slot: String,
+    /// The log relay that holds its lease now (`None`: no relay is active).
+    pub active_relay: Option<String>,
+    /// Whether the rows pending at the slot's creation have been published.
+    pub backfilled: bool,
+    /// The last position a relay recorded as acknowledged.
+    pub acknowledged_lsn: Option<String>,
+    /// Bytes of WAL the slot holds back (`None`: the server has no such slot).
+    pub lag_bytes: Option<i64>,
+    /// `reserved`, `extended`, `unreserved` or `lost` (invalidated).
+    pub wal_status: Option<String>,
+    /// Whether a replication connection streams from it now.
+    pub streaming: bool,
+}
+
+impl Operations {
+    /// The log relay slots of this outbox.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn log_slots(&self) -> Result<Vec<LogSlotStatus>, DbErr> {
+        let owners = self.store.log_slot_owners(&self.db).await?;
+        let mut slots = Vec::with_capacity(owners.len());
+        for owner in owners {
+            let server = self.store.slot(&self.db, &owner.slot).await?;
+            slots.push(LogSlotStatus {
+                active_relay: owner.owner,
+                backfilled: owner.backfilled,
+                acknowledged_lsn: owner.acknowledged_lsn,
+                lag_bytes: server.as_ref().and_then(|slot| slot.lag_bytes),
+                wal_status: server.as_ref().and_then(|slot| slot.wal_status.clone()),
+                streaming: server.is_some_and(|slot| slot.active),
+                slot: owner.slot,
+            });
+        }
+        Ok(slots)
+    }
+
+    /// Log relay dead letters and parked events, oldest first, filtered by slot, event type
+    /// and state.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn log_dead_letters(
+        &self,
+        slot: Option<&str>,
+        event_type: Option<&str>,
+        status: Option<LogDeadLetterStatus>,
+        limit: u64,
+    ) -> Result<Vec<LogDeadLetter>, DbErr> {
+        self.store
+            .list_log_dead_letters(&self.db, slot, event_type, status, limit)
+            .await
+    }
+
+    /// One log relay dead letter by id.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn log_dead_letter(&self, id: i64) -> Result<Option<LogDeadLetter>, DbErr> {
+        self.store.find_log_dead_letter(&self.db, id).await
+    }
+
+    /// Counts of log relay dead letters by state (`dead`, `parked`, …).
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn log_dead_letter_counts(&self) -> Result<Vec<(String, i64)>, DbErr> {
+        self.store.count_log_dead_letters(&self.db).await
+    }
+
+    /// `dead` → `requeued`: the active log relay publishes it at its next heartbeat, then
+    /// the events parked behind it, in order. `Ok(false)`: it is not `dead`.
+    ///
+    /// # Errors
+    /// [`OpsError::DeadLetterNotFound`], [`OpsError::InputTooLong`], the database's error.
+    pub async fn requeue_log_dead_letter(&self, id: i64, actor: &str) -> Result<bool, OpsError> {
+        check_input(actor, None)?;
+        self.act_on_log_dead_letter(id, OperatorActionKind::Requeue, actor, None)
+            .await
+    }
+
+    /// `dead` → `skipped`, with a reason: it is never published, and no longer holds its
+    /// aggregate — the events parked behind it go out at the relay's next heartbeat.
+    /// `Ok(false)`: it is not `dead`.
+    ///
+    /// # Errors
+    /// [`OpsError::MissingReason`], [`OpsError::DeadLetterNotFound`],
+    /// [`OpsError::InputTooLong`], the database's error.
+    pub async fn skip_log_dead_letter(
+        &self,
+        id: i64,
+        actor: &str,
+        reason: &str,
+    ) -> Result<bool, OpsError> {
+        if reason.trim().is_empty() {
+            return Err(OpsError::MissingReason);
+        }
+        check_input(actor, Some(reason))?;
+        self.act_on_log_dead_letter(id, OperatorActionKind::Skip, actor, Some(reason))
+            .await
+    }
+
+    async fn act_on_log_dead_letter(
+        &self,
+        id: i64,
+        action: OperatorActionKind,
+        actor: &str,
+        reason: Option<&str>,
+    ) -> Result<bool, OpsError> {
+        let Some(entry) = self.store.find_log_dead_letter(&self.db, id).await? else {
+            return Err(OpsError::DeadLetterNotFound { id });
+        };
+        let to = match action {
+            OperatorActionKind::Requeue => LogDeadLetterStatus::Requeued,
+            OperatorActionKind::Skip => LogDeadLetterStatus::Skipped,
+        };
+        let txn = self.db.begin().await.map_err(OpsError::Database)?;
+        let changed = self
+            .store
+            .transition_log_dead_letter(
+                &txn,
+                id,
+                LogDeadLetterStatus::Dead,
+                to,
+                None,
+                Some(actor),
+                reason,
+            )
+            .await?;
+        if changed {
+            let log = OperatorAction {
+                seq: id,
+                message_id: entry.message_id.unwrap_or_default(),
+                event_type: entry.event_type.clone(),
+                action,
+                previous_status: "log-dead".to_owned(),
+                actor: actor.to_owned(),
+                reason: reason.map(str::to_owned),
+                last_error: Some(entry.error.clone()),
+                at: self.outbox.clock().now(),
+            };
+            self.store.log_action(&txn, &log).await?;
+        }
+        txn.commit().await?;
+        if changed {
+            let mut labels = self.labels.clone();
+            labels.push(metrics::Label::new(
+                "action",
+                format!("{}-log", action.as_str()),
+            ));
+            metrics::counter!(metric::OPERATOR_ACTIONS, labels).increment(1);
+            tracing::info!(dead_letter = id, actor, ?reason, %action, "log relay dead letter");
+        }
+        Ok(changed)
+    }
+}
