@@ -25,6 +25,7 @@
 //! | [`LISTENER_RECONNECTS`] | counter | `outbox` | PostgreSQL `LISTEN` connections re-established |
 //! | [`OPERATOR_ACTIONS`] | counter | `outbox`, `action` | requeues and skips by operators |
 //! | [`PURGED_ROWS`] | counter | `outbox`, `table` (`outbox` / `inbox`) | rows deleted by retention |
+//! | [`WRITE_MODE`] | gauge | `outbox`, `mode` | 1 for the outbox's write mode (`table`, `table+remove_after_insert`, `message`) |
 //! | [`LOG_SLOT_LAG_BYTES`] | gauge | `outbox`, `slot` | log relay: bytes of WAL between the server's position and the slot's acknowledged one |
 //! | [`LOG_SLOT_WAL_STATUS`] | gauge | `outbox`, `slot`, `status` | log relay: 1 for the slot's current `wal_status` (`reserved`, `extended`, `unreserved`, `lost`), 0 for the others |
 //! | [`LOG_COMMIT_TO_PUBLISH`] | histogram | `outbox` | log relay: seconds from a transaction's commit to the broker's confirmation of its last event |
@@ -60,6 +61,9 @@ pub const RELAY_HEARTBEAT: &str = "outbox_relay_heartbeat_timestamp_seconds";
 pub const LEASES_OWNED: &str = "outbox_relay_leases_owned";
 /// Counter: `LISTEN` connections re-established.
 pub const LISTENER_RECONNECTS: &str = "outbox_relay_listener_reconnects_total";
+/// Gauge: 1, labelled with the outbox's write mode (`mode`: `table`,
+/// `table+remove_after_insert`, `message`).
+pub const WRITE_MODE: &str = "outbox_write_mode";
 /// Gauge: bytes of WAL a log relay's slot holds back (server position − acknowledged
 /// position), by `slot`.
 pub const LOG_SLOT_LAG_BYTES: &str = "outbox_log_slot_lag_bytes";

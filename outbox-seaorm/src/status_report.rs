@@ -12,6 +12,9 @@ use outbox_core::policy::{DeadLetterPolicy, Ordering};
 use sea_orm::{DatabaseConnection, DbErr};
 
 use crate::config::Outbox;
+use crate::record::log_slot::LogRelayStatus;
+#[cfg(feature = "log-relay")]
+use crate::record::log_slot::LogSlotStatus;
 use crate::sql::{Members, Store};
 
 /// The relays' policy, which decides what the report counts as held back.
@@ -59,6 +62,14 @@ pub struct StatusReport {
     pub skipped: u64,
     /// Live relay instances.
     pub live_relays: Vec<String>,
+    /// How commits write their envelopes (`table`, `table+remove_after_insert`,
+    /// `message`; see [`WriteMode`](crate::config::WriteMode)).
+    pub write_mode: &'static str,
+    /// The log relay's slots and dead letters, when a log relay has run on this outbox
+    /// (PostgreSQL, feature `log-relay`). Under a log relay, table-mode rows stay `pending`
+    /// until retention deletes them: its lag is the slots' `lag_bytes`, not the pending
+    /// rows.
+    pub log_relay: Option<LogRelayStatus>,
 }
 
 fn serialize_age<S: serde::Serializer>(age: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
@@ -135,7 +146,12 @@ pub(crate) async fn read(
         pending_by_worker_key,
         skipped: given_up.skipped,
         live_relays,
+        write_mode: outbox.write_mode().as_str(),
+        log_relay: log_relay(db, store).await?,
     };
+    let mut mode = labels.clone();
+    mode.push(metrics::Label::new("mode", report.write_mode));
+    metrics::gauge!(metric::WRITE_MODE, mode).set(1.0);
     metrics::gauge!(metric::PENDING_ROWS, labels.clone()).set(report.pending as f64);
     metrics::gauge!(metric::OLDEST_CLAIMABLE_AGE, labels.clone())
         .set(oldest_claimable_age.map_or(0.0, |age| age.as_secs_f64()));
@@ -144,6 +160,66 @@ pub(crate) async fn read(
     metrics::gauge!(metric::DEAD_ROWS, labels.clone()).set(report.dead() as f64);
     metrics::gauge!(metric::FAILED_ROWS, labels.clone()).set(report.failed() as f64);
     Ok(report)
+}
+
+/// The log relay's slots and dead-letter counts, when its tables exist and hold a slot.
+#[cfg(feature = "log-relay")]
+async fn log_relay(
+    db: &DatabaseConnection,
+    store: &Store,
+) -> Result<Option<LogRelayStatus>, DbErr> {
+    if db.get_database_backend() != sea_orm::DbBackend::Postgres
+        || !store.log_tables_exist(db).await?
+    {
+        return Ok(None);
+    }
+    let slots = log_slots(db, store).await?;
+    if slots.is_empty() {
+        return Ok(None);
+    }
+    let mut status = LogRelayStatus {
+        slots,
+        ..LogRelayStatus::default()
+    };
+    for (state, count) in store.count_log_dead_letters(db).await? {
+        let count = u64::try_from(count).unwrap_or(0);
+        match state.as_str() {
+            "dead" => status.dead = count,
+            "parked" => status.parked = count,
+            "requeued" => status.requeued = count,
+            _ => {}
+        }
+    }
+    Ok(Some(status))
+}
+
+/// Without the log relay: none.
+#[cfg(not(feature = "log-relay"))]
+async fn log_relay(_: &DatabaseConnection, _: &Store) -> Result<Option<LogRelayStatus>, DbErr> {
+    Ok(None)
+}
+
+/// The log relay slots of the outbox, with the server's view of each.
+#[cfg(feature = "log-relay")]
+pub(crate) async fn log_slots(
+    db: &DatabaseConnection,
+    store: &Store,
+) -> Result<Vec<LogSlotStatus>, DbErr> {
+    let owners = store.log_slot_owners(db).await?;
+    let mut slots = Vec::with_capacity(owners.len());
+    for owner in owners {
+        let server = store.slot(db, &owner.slot).await?;
+        slots.push(LogSlotStatus {
+            active_relay: owner.owner,
+            backfilled: owner.backfilled,
+            acknowledged_lsn: owner.acknowledged_lsn,
+            lag_bytes: server.as_ref().and_then(|slot| slot.lag_bytes),
+            wal_status: server.as_ref().and_then(|slot| slot.wal_status.clone()),
+            streaming: server.is_some_and(|slot| slot.active),
+            slot: owner.slot,
+        });
+    }
+    Ok(slots)
 }
 
 /// Pending keyed rows per worker key, with the age of each key's oldest claimable row.

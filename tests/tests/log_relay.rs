@@ -1103,3 +1103,122 @@ async fn a_poison_event_parks_only_its_aggregate_until_requeued_or_skipped() {
     assert_eq!(report.released, 5, "{report:?}");
     db.close().await;
 }
+
+/// Runs the operations command line; returns (exit code, stdout, stderr).
+async fn cli(db: &TestDb, outbox: &Outbox, args: &[&str]) -> (u8, String, String) {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = outbox_seaorm::cli::run_with(
+        std::iter::once("ops").chain(args.iter().copied()),
+        db.conn().clone(),
+        outbox.clone(),
+        || outbox_core::ContractRegistry::from_registrations([]),
+        &mut out,
+        &mut err,
+    )
+    .await;
+    (
+        code,
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+    )
+}
+
+/// The command line shows the write mode and the log relay's slots in `status`, lists and
+/// shows its dead letters (the envelope pretty-printed, JSON on request),
+/// requeues one (the relay publishes it) and refuses to requeue it twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_shows_and_requeues_log_dead_letters() {
+    use outbox_core::publish::PublishError;
+    let Some((db, outbox)) =
+        logical_db("the_command_line_shows_and_requeues_log_dead_letters").await
+    else {
+        return;
+    };
+    let broker = InProcessBroker::new();
+    broker.fail_messages(|envelope| {
+        (envelope.aggregate_id == "poison").then(|| PublishError::rejected("no <b>way</b>"))
+    });
+    let slot = slot_name();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    wait_for_active_slot(&db, &slot).await;
+    note(&db, &outbox, "poison", 0, 1).await;
+    note(&db, &outbox, "fine", 0, 1).await;
+    wait_for(&broker, 1).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let listed = loop {
+        let (code, out, err) = cli(&db, &outbox, &["outbox", "log-dead", "list"]).await;
+        assert_eq!(code, 0, "{err}");
+        if out.contains("\tdead\t") {
+            break out;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{out}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        listed.contains("outboxtest.ordering.order-noted.v2"),
+        "{listed}"
+    );
+    assert!(listed.ends_with("1 entry\n"), "{listed}");
+    let id = listed
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split('\t')
+        .next()
+        .unwrap()
+        .to_owned();
+    let (code, shown, _) = cli(&db, &outbox, &["outbox", "log-dead", "show", &id]).await;
+    assert_eq!(code, 0);
+    assert!(shown.contains("status:       dead"), "{shown}");
+    assert!(shown.contains("rejected"), "{shown}");
+    assert!(shown.contains("\"aggregate_id\": \"poison\""), "{shown}");
+    let (code, json, _) = cli(
+        &db,
+        &outbox,
+        &["outbox", "log-dead", "show", &id, "--format", "json"],
+    )
+    .await;
+    assert_eq!(code, 0);
+    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(value["status"], "dead", "{json}");
+
+    let (code, status, _) = cli(&db, &outbox, &["outbox", "status"]).await;
+    assert_eq!(code, 0);
+    assert!(status.contains("write mode:        table"), "{status}");
+    assert!(
+        status.contains(&format!("  {slot}  active relay: log-relay-")),
+        "{status}"
+    );
+    assert!(
+        status.contains("log dead letters:  1 dead, 0 parked"),
+        "{status}"
+    );
+
+    broker.clear_failures();
+    let (code, out, err) = cli(
+        &db,
+        &outbox,
+        &["outbox", "log-dead", "requeue", &id, "--actor", "ada"],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("requeued by ada"), "{out}");
+    let (code, _, err) = cli(&db, &outbox, &["outbox", "log-dead", "requeue", &id]).await;
+    assert_eq!(code, 2, "a second requeue is refused");
+    assert!(
+        err.contains("is requeued") || err.contains("is published"),
+        "{err}"
+    );
+    wait_for(&broker, 2).await;
+    assert!(
+        broker
+            .published()
+            .iter()
+            .any(|e| e.aggregate_id == "poison")
+    );
+    let (code, _, err) = cli(&db, &outbox, &["outbox", "log-dead", "show", "999999"]).await;
+    assert_eq!(code, 2);
+    assert!(err.contains("999999"), "{err}");
+    relay.stop().await;
+    db.close().await;
+}

@@ -38,6 +38,9 @@ pub enum OutboxAction {
     /// Messages consumers could not handle (the consumer dead-letter table): list, show,
     /// requeue.
     InboxDead(InboxDeadCommand),
+    /// The log relay's dead letters and parked events: list, show, requeue, skip.
+    #[cfg(feature = "log-relay")]
+    LogDead(super::log_relay::LogDeadCommand),
 }
 
 /// Arguments of `outbox status`.

@@ -66,6 +66,14 @@ pub enum OutboxCliError {
         /// Its state.
         status: DeadLetterStatus,
     },
+    /// `log-dead requeue` or `skip` of an entry that is not `dead`.
+    #[error("log dead letter {id} is {status}; requeue and skip apply to dead entries")]
+    LogDeadLetterWrongStatus {
+        /// The entry.
+        id: i64,
+        /// Its state.
+        status: crate::record::log_dead_letter::LogDeadLetterStatus,
+    },
 }
 
 impl From<DbErr> for OutboxCliError {
@@ -163,6 +171,8 @@ impl OutboxCommand {
                 Ok(Outcome::Success)
             }
             OutboxAction::InboxDead(command) => inbox_dead(ops, &command.action, out).await,
+            #[cfg(feature = "log-relay")]
+            OutboxAction::LogDead(command) => command.action.execute(ops, out).await,
         }
     }
 }

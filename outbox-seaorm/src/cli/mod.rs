@@ -12,6 +12,10 @@
 //! my-ops outbox inbox-dead list [--consumer C] [--status dead|requeued|resolved] [--limit N] [--format human|json]
 //! my-ops outbox inbox-dead show ID [--format human|json]
 //! my-ops outbox inbox-dead requeue ID… [--actor A]
+//! my-ops outbox log-dead list [--slot S] [--event-type T] [--status dead|parked|requeued|skipped|published] [--limit N] [--format human|json]
+//! my-ops outbox log-dead show ID [--format human|json]
+//! my-ops outbox log-dead requeue ID… [--actor A]
+//! my-ops outbox log-dead skip ID --reason R [--actor A]
 //! my-ops schemas …                       (outbox_core::cli)
 //! ```
 //!
@@ -57,6 +61,11 @@
 //! `inbox-dead requeue` marks `dead` letters `requeued`, and the running consumer of their
 //! consumer name redelivers them to its handlers.
 //!
+//! `log-dead` (with the `log-relay` feature) works on the log relay's dead letters and
+//! parked events (`<outbox>_log_dead_letters`, see the `log` module of [`crate::relay`]);
+//! `status` shows the outbox's write mode and, when a log relay runs on it, its slots
+//! (active relay, lag, `wal_status`, backfill) and its dead letters.
+//!
 //! Exit codes: 0 success, 1 `status --fail-on-dead` found dead or failed rows, 2 usage or
 //! database error, unknown message id or dead-letter id, or a row or dead letter in the
 //! wrong status.
@@ -72,6 +81,8 @@
 
 mod args;
 mod execute;
+#[cfg(feature = "log-relay")]
+mod log_relay;
 mod output;
 
 use std::ffi::OsString;
@@ -93,6 +104,11 @@ pub use args::{
     SkipArgs, StatusArgs, parse_duration,
 };
 pub use execute::{OutboxCliError, Outcome};
+#[cfg(feature = "log-relay")]
+pub use log_relay::{
+    LogDeadAction, LogDeadCommand, LogDeadListArgs, LogDeadRequeueArgs, LogDeadShowArgs,
+    LogDeadSkipArgs, LogDeadStatusArg,
+};
 
 /// Runs the command line with the process's arguments on `db` and `outbox`, printing to
 /// stdout / stderr. Returns the exit code to hand back from `main`.

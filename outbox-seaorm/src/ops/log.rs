@@ -10,28 +10,8 @@ use sea_orm::{DbErr, TransactionTrait as _};
 use super::error::{OpsError, check_input};
 use super::operations::Operations;
 use crate::record::log_dead_letter::{LogDeadLetter, LogDeadLetterStatus};
+use crate::record::log_slot::LogSlotStatus;
 use crate::record::operator_action::{OperatorAction, OperatorActionKind};
-
-/// One log relay slot of this outbox, as `<outbox>_log_slots` and `pg_replication_slots`
-/// show it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LogSlotStatus {
-    /// The slot.
-    pub slot: String,
-    /// The log relay that holds its lease now (`None`: no relay is active).
-    pub active_relay: Option<String>,
-    /// Whether the rows pending at the slot's creation have been published.
-    pub backfilled: bool,
-    /// The last position a relay recorded as acknowledged.
-    pub acknowledged_lsn: Option<String>,
-    /// Bytes of WAL the slot holds back (`None`: the server has no such slot).
-    pub lag_bytes: Option<i64>,
-    /// `reserved`, `extended`, `unreserved` or `lost` (invalidated).
-    pub wal_status: Option<String>,
-    /// Whether a replication connection streams from it now.
-    pub streaming: bool,
-}
 
 impl Operations {
     /// The log relay slots of this outbox.
@@ -39,21 +19,7 @@ impl Operations {
     /// # Errors
     /// The database's error.
     pub async fn log_slots(&self) -> Result<Vec<LogSlotStatus>, DbErr> {
-        let owners = self.store.log_slot_owners(&self.db).await?;
-        let mut slots = Vec::with_capacity(owners.len());
-        for owner in owners {
-            let server = self.store.slot(&self.db, &owner.slot).await?;
-            slots.push(LogSlotStatus {
-                active_relay: owner.owner,
-                backfilled: owner.backfilled,
-                acknowledged_lsn: owner.acknowledged_lsn,
-                lag_bytes: server.as_ref().and_then(|slot| slot.lag_bytes),
-                wal_status: server.as_ref().and_then(|slot| slot.wal_status.clone()),
-                streaming: server.is_some_and(|slot| slot.active),
-                slot: owner.slot,
-            });
-        }
-        Ok(slots)
+        crate::status_report::log_slots(&self.db, &self.store).await
     }
 
     /// Log relay dead letters and parked events, oldest first, filtered by slot, event type

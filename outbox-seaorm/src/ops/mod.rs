@@ -54,10 +54,9 @@ mod operations;
 mod purge;
 mod status;
 
+pub use crate::record::log_slot::{LogRelayStatus, LogSlotStatus};
 pub use crate::status_report::{StatusReport, WorkerKeyStatus};
 pub use error::OpsError;
-#[cfg(feature = "log-relay")]
-pub use log::LogSlotStatus;
 pub use operations::Operations;
 
 pub use crate::record::operator_action::{OperatorAction, OperatorActionKind};

@@ -6,7 +6,8 @@ use outbox_core::Envelope;
 use uuid::Uuid;
 
 /// The state of a log relay dead letter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum LogDeadLetterStatus {
     /// Given up on (a permanent rejection, `max_attempts` transient failures, an unreadable
@@ -61,7 +62,7 @@ impl std::fmt::Display for LogDeadLetterStatus {
 }
 
 /// One entry of the log relay's dead-letter table.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 #[non_exhaustive]
 pub struct LogDeadLetter {
     /// The entry's id (insert order).

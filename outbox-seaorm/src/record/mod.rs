@@ -14,6 +14,7 @@ use crate::status::OutboxStatus;
 
 pub(crate) mod dead_letter;
 pub mod log_dead_letter;
+pub mod log_slot;
 pub(crate) mod operator_action;
 pub(crate) mod parked;
 

@@ -15,6 +15,7 @@ use crate::record::OutboxRecord;
 /// `outbox status`: one field a line, the dead and failed counts broken down by event type.
 pub(crate) fn status(out: &mut (dyn Write + Send), report: &StatusReport) -> io::Result<()> {
     writeln!(out, "outbox:            {}", report.outbox)?;
+    writeln!(out, "write mode:        {}", report.write_mode)?;
     let age = |age: Option<Duration>| {
         age.map_or_else(
             || "-".to_owned(),
@@ -63,7 +64,11 @@ pub(crate) fn status(out: &mut (dyn Write + Send), report: &StatusReport) -> io:
         } else {
             report.live_relays.join(", ")
         }
-    )
+    )?;
+    match &report.log_relay {
+        Some(log) => super::log_relay::status(out, log, report.write_mode),
+        None => Ok(()),
+    }
 }
 
 /// `outbox dead list`: the table of rows, then `N {label} row(s)`.
@@ -367,11 +372,11 @@ fn action_line(action: &OperatorAction) -> String {
 }
 
 /// One line of a table cell: newlines and tabs become spaces.
-fn cell(text: &str) -> String {
+pub(super) fn cell(text: &str) -> String {
     text.replace(['\n', '\r', '\t'], " ")
 }
 
-fn or_dash<T: ToString>(value: Option<T>) -> String {
+pub(super) fn or_dash<T: ToString>(value: Option<T>) -> String {
     value.map_or_else(|| "-".to_owned(), |value| value.to_string())
 }
 
@@ -383,7 +388,7 @@ fn pretty(value: &serde_json::Value) -> io::Result<String> {
 /// the payload as a JSON tree so that it is indented with the rest (a `Payload` is written
 /// as the text it holds).
 #[derive(serde::Serialize)]
-struct EnvelopeView<'a> {
+pub(super) struct EnvelopeView<'a> {
     message_id: Uuid,
     event_type: &'a str,
     version: u32,
@@ -404,7 +409,7 @@ struct EnvelopeView<'a> {
 }
 
 impl<'a> EnvelopeView<'a> {
-    fn of(envelope: &'a outbox_core::Envelope) -> io::Result<Self> {
+    pub(super) fn of(envelope: &'a outbox_core::Envelope) -> io::Result<Self> {
         Ok(Self {
             message_id: envelope.message_id,
             event_type: &envelope.event_type,

@@ -162,6 +162,12 @@ impl<P: Publisher + 'static> LogRelay<P> {
             write_mode = self.outbox.write_mode().as_str(),
             "log relay started"
         );
+        let mut mode = self.labels.clone();
+        mode.push(metrics::Label::new(
+            "mode",
+            self.outbox.write_mode().as_str(),
+        ));
+        metrics::gauge!(outbox_core::metric::WRITE_MODE, mode).set(1.0);
         let result = loop {
             if shutdown.is_cancelled() {
                 break Ok(());

@@ -126,6 +126,27 @@ impl Store {
         Ok(())
     }
 
+    /// Whether the log relay's tables exist (an outbox installed before them has none).
+    pub(crate) async fn log_tables_exist<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+    ) -> Result<bool, DbErr> {
+        let table = &self.outbox.tables().relay.log_slots;
+        let qualified = match table.schema() {
+            Some(schema) => format!("{schema}.{}", table.table()),
+            None => table.table().to_owned(),
+        };
+        let mut sql = self.sql();
+        sql.push("SELECT to_regclass(")
+            .bind(text(format!("\"{}\"", qualified.replace('.', "\".\""))))
+            .push(") IS NOT NULL AS present");
+        let row = conn.query_one_raw(sql.build()).await?;
+        Ok(row
+            .map(|row| row.try_get::<bool>("", "present"))
+            .transpose()?
+            .unwrap_or(false))
+    }
+
     /// Every slot row of this outbox, with its live owner.
     pub(crate) async fn log_slot_owners<C: ConnectionTrait>(
         &self,
