@@ -30,3 +30,17 @@ pub async fn database(sqlite: ConnectOptions) -> (ConnectOptions, Option<TestDb>
     let options = ConnectOptions::new(database.url());
     (options, Some(database))
 }
+
+/// The options of a fresh database on the tests' `wal_level = logical` PostgreSQL cluster
+/// ([`crate::logical_pg`]), for the README's log relay example, with the guard that drops
+/// it; whatever [`DATABASE_VARIABLE`] says (the log relay runs on PostgreSQL only).
+///
+/// # Panics
+/// When the cluster cannot start.
+pub async fn logical_database() -> (ConnectOptions, TestDb) {
+    let Some(database) = TestDb::logical_postgres("readme").await else {
+        panic!("the README's log relay example needs a wal_level=logical PostgreSQL cluster");
+    };
+    let options = ConnectOptions::new(database.url());
+    (options, database)
+}

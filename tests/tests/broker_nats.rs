@@ -1071,3 +1071,121 @@ async fn build_partitioned_refuses_a_layout_that_does_not_fit() {
     db.close().await;
     fixture.close().await;
 }
+
+/// Issue 20, item 7: 1 000 orders of 100 customers, written on a `wal_level = logical`
+/// PostgreSQL, published by the **log relay** to NATS JetStream, applied by the NATS runner
+/// into a MariaDB inbox. Midway the log relay is killed (its task aborted: no final
+/// acknowledgement) and a new one starts on the same slot: what was not acknowledged comes
+/// again with the same ids. Every order is applied exactly once, in order per customer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_relay_end_to_end_through_nats_into_mariadb() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use outbox_seaorm::relay::log::LogRelay;
+    const TEST: &str = "log_relay_end_to_end_through_nats_into_mariadb";
+    const CUSTOMERS: usize = 100;
+    const PER_CUSTOMER: u32 = 10;
+    let total = CUSTOMERS * PER_CUSTOMER as usize;
+    let Some(fixture) = Fixture::new(TEST).await else {
+        return;
+    };
+    let Some(producer) = TestDb::logical_postgres(TEST).await else {
+        return;
+    };
+    let Some(consumer_db) = TestDb::mariadb(TEST).await else {
+        return;
+    };
+    let started = Instant::now();
+    let outbox = Outbox::default();
+    outbox_seaorm::schema::install(producer.conn(), &outbox)
+        .await
+        .unwrap();
+    consumer_tables(consumer_db.conn(), &outbox).await;
+    let shutdown = CancellationToken::new();
+    let runner = fixture.runner(
+        &fixture.client,
+        inbox_consumer(consumer_db.conn(), &outbox, 5),
+    );
+    let running = tokio::spawn(runner.run(shutdown.clone()));
+    let slot = format!("t_{}", uuid::Uuid::now_v7().simple());
+    let log_relay = |instance: &str| {
+        LogRelay::builder(
+            producer.conn().clone(),
+            outbox.clone(),
+            fixture.publisher(&fixture.client),
+        )
+        .slot(&slot)
+        .instance_id(instance)
+        .lease_ttl(Duration::from_secs(2))
+        .heartbeat_interval(Duration::from_millis(300))
+        .build()
+        .unwrap()
+    };
+    let relays = CancellationToken::new();
+    let first = tokio::spawn(log_relay("log-relay-1").run(relays.clone()));
+    // The slot must exist before the first order, or the backfill would publish it.
+    assert!(
+        eventually(Duration::from_secs(20), async || count(
+            producer.conn(),
+            &format!("SELECT COUNT(*)::bigint FROM pg_replication_slots WHERE slot_name = '{slot}' AND active")
+        )
+        .await
+            == 1)
+        .await,
+        "the log relay did not start streaming"
+    );
+    let placed = Arc::new(AtomicUsize::new(0));
+    let producing = tokio::spawn(e2e_orders::place_orders(
+        producer.conn().clone(),
+        outbox.clone(),
+        CUSTOMERS,
+        PER_CUSTOMER,
+        placed.clone(),
+    ));
+    assert!(
+        eventually(Duration::from_secs(60), async || placed
+            .load(Ordering::SeqCst)
+            >= total / 2)
+        .await,
+        "the producer is too slow"
+    );
+    first.abort();
+    assert!(first.await.unwrap_err().is_cancelled());
+    eprintln!(
+        "  {:?}: log relay 1 killed at {} placed, {} applied",
+        started.elapsed(),
+        placed.load(Ordering::SeqCst),
+        applied(consumer_db.conn()).await.len()
+    );
+    let second = tokio::spawn(log_relay("log-relay-2").run(relays.clone()));
+    producing.await.unwrap();
+    let all_applied = eventually(Duration::from_secs(60), async || {
+        applied(consumer_db.conn()).await.len() >= total
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    shutdown.cancel();
+    relays.cancel();
+    let runner_report = running.await.unwrap();
+    let relay_report = second.await.unwrap().unwrap();
+    eprintln!("  runner: {runner_report:?}\n  log-relay-2: {relay_report:?}");
+    let rows = applied(consumer_db.conn()).await;
+    assert!(all_applied, "only {} of {total} orders applied", rows.len());
+    assert_eq!(rows.len(), total, "every order applied exactly once");
+    assert_in_order(&rows, PER_CUSTOMER);
+    assert_eq!(
+        e2e_orders::reserved(consumer_db.conn()).await,
+        e2e_orders::expected_reserved(CUSTOMERS, PER_CUSTOMER),
+        "stock counters exact"
+    );
+    assert_eq!(
+        inbox_and_dead_letters(consumer_db.conn(), &outbox).await,
+        (i64::try_from(total).unwrap(), 0)
+    );
+    assert_eq!(relay_report.dead_lettered, 0);
+    eprintln!("{TEST}: {:?}", started.elapsed());
+    consumer_db.close().await;
+    producer.close().await;
+    fixture.close().await;
+}

@@ -3,6 +3,8 @@
 //! envelopes it carries, acknowledgement and redelivery across crashes and restarts, the
 //! idle heartbeat, and the start-up checks.
 
+#![allow(clippy::unwrap_used)]
+
 use std::time::Duration;
 
 use outbox_core::in_process::InProcessBroker;
@@ -1220,5 +1222,116 @@ async fn the_command_line_shows_and_requeues_log_dead_letters() {
     assert_eq!(code, 2);
     assert!(err.contains("999999"), "{err}");
     relay.stop().await;
+    db.close().await;
+}
+
+/// The variables that make [`log_relay_process`] run a relay.
+const CHILD_URL: &str = "OUTBOX_LOG_RELAY_CHILD_URL";
+const CHILD_SLOT: &str = "OUTBOX_LOG_RELAY_CHILD_SLOT";
+
+/// Not a test of its own: the relay **process** that
+/// `a_standby_takes_over_after_sigkill_of_the_relay_process` starts and kills (this test
+/// binary run again with `--ignored --exact log_relay_process`). Without its variables it
+/// returns at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process of a_standby_takes_over_after_sigkill_of_the_relay_process"]
+async fn log_relay_process() {
+    let (Ok(url), Ok(slot)) = (std::env::var(CHILD_URL), std::env::var(CHILD_SLOT)) else {
+        return;
+    };
+    let db = sea_orm::Database::connect(&url).await.unwrap();
+    let relay = LogRelay::builder(db, Outbox::default(), InProcessBroker::new())
+        .slot(slot)
+        .instance_id("child-process")
+        .lease_ttl(Duration::from_secs(2))
+        .heartbeat_interval(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    // Runs until killed.
+    relay.run(CancellationToken::new()).await.unwrap();
+}
+
+/// The active log relay is a process of its own; SIGKILL ends it without a word (no final
+/// acknowledgement, no lease release). The standby in this process takes the slot over
+/// within the lease TTL and publishes what comes next (and what the dead one had not
+/// acknowledged, with the same ids).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_takes_over_after_sigkill_of_the_relay_process() {
+    let test = "a_standby_takes_over_after_sigkill_of_the_relay_process";
+    let Some((db, outbox)) = logical_db(test).await else {
+        return;
+    };
+    let slot = slot_name();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "log_relay_process", "--nocapture"])
+        .env(CHILD_URL, db.url())
+        .env(CHILD_SLOT, &slot)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let owner = async || -> Option<String> {
+        db.conn()
+            .query_one_raw(Statement::from_string(
+                db.conn().get_database_backend(),
+                format!(
+                    "SELECT owner FROM outbox_log_slots WHERE slot = '{slot}' \
+                     AND lease_expires_at > clock_timestamp()"
+                ),
+            ))
+            .await
+            .ok()
+            .flatten()
+            .and_then(|row| row.try_get::<Option<String>>("", "owner").ok().flatten())
+    };
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while owner().await.as_deref() != Some("child-process") {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the relay process never took the slot"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    wait_for_active_slot(&db, &slot).await;
+    let ttl = Duration::from_secs(2);
+    let broker = InProcessBroker::new();
+    let standby = Running::start(
+        log_relay(&db, &outbox, &broker, &slot)
+            .lease_ttl(ttl)
+            .instance_id("standby")
+            .build()
+            .unwrap(),
+    );
+    let before = note(&db, &outbox, "a", 0, 3).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(broker.is_empty(), "the standby stands by");
+    child.kill().unwrap(); // SIGKILL
+    let killed = std::time::Instant::now();
+    child.wait().unwrap();
+    let after = note(&db, &outbox, "a", 3, 2).await;
+    assert!(
+        broker
+            .wait_until(WAIT, |b| b.message_ids().ends_with(&after))
+            .await,
+        "the standby published {:?}",
+        broker.message_ids()
+    );
+    let took = killed.elapsed();
+    assert_eq!(owner().await.as_deref(), Some("standby"));
+    let ids = broker.message_ids();
+    assert!(
+        ids.iter()
+            .all(|id| before.contains(id) || after.contains(id)),
+        "nothing invented"
+    );
+    eprintln!(
+        "standby published {} events {took:?} after SIGKILL of the relay process (TTL {ttl:?})",
+        ids.len()
+    );
+    assert!(
+        took < ttl + Duration::from_secs(2),
+        "took over after {took:?}"
+    );
+    standby.stop().await;
     db.close().await;
 }

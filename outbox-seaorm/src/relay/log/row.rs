@@ -93,8 +93,7 @@ pub(crate) fn message_envelope(
     config: &EnvelopeConfig,
 ) -> Result<Envelope, UnreadableRow> {
     let limit = config.max_payload_bytes() + config.max_metadata_bytes();
-    config
-        .clone()
+    (*config)
         .with_max_payload_bytes(limit)
         .decode_json(content)
         .map_err(|error| {

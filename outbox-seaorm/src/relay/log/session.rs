@@ -99,7 +99,7 @@ impl<P: Publisher + 'static> LogRelay<P> {
             columns: *self.outbox.columns(),
             table: self.streamed_table(),
             message_prefix: self.outbox.write_mode().message_prefix().map(str::to_owned),
-            envelope_config: self.outbox.envelope_config().clone(),
+            envelope_config: *self.outbox.envelope_config(),
             acknowledger,
             labels: self.labels.clone(),
             report: LogRelayReport::default(),

@@ -20,8 +20,7 @@ mod preflight;
 mod publication;
 mod slot;
 
-pub(crate) use backfill::BackfillRow;
 pub(crate) use dead_letter::NewLogDeadLetter;
-pub(crate) use lease::{SlotLease, SlotOwner};
+pub(crate) use lease::SlotLease;
 pub(crate) use preflight::Preflight;
 pub(crate) use slot::SlotRow;
