@@ -1335,3 +1335,60 @@ async fn a_standby_takes_over_after_sigkill_of_the_relay_process() {
     standby.stop().await;
     db.close().await;
 }
+
+/// In table mode the log relay leaves rows `pending`; its retention deletes those written
+/// more than the retention before the last acknowledged commit, and keeps the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_retention_purges_streamed_rows() {
+    use outbox_core::clock::ManualClock;
+    let Some((db, _)) = logical_db("the_retention_purges_streamed_rows").await else {
+        return;
+    };
+    // Rows stamped two days ago (and committed now), then rows stamped now.
+    let clock = std::sync::Arc::new(ManualClock::starting_at(
+        chrono::Utc::now() - chrono::TimeDelta::days(2),
+    ));
+    let old = Outbox::builder().clock(clock.clone()).build().unwrap();
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let relay = Running::start(
+        log_relay(&db, &old, &broker, &slot)
+            .purge_interval(Duration::from_millis(100))
+            .build()
+            .unwrap(),
+    );
+    wait_for_active_slot(&db, &slot).await;
+    note(&db, &old, "a", 0, 3).await;
+    clock.set(chrono::Utc::now());
+    let recent = note(&db, &old, "a", 3, 2).await;
+    wait_for(&broker, 5).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while outbox_rows(&db).await != 2 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} rows left",
+            outbox_rows(&db).await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let left: Vec<Uuid> = OutboxRecord::list(db.conn(), &old, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|record| record.envelope.message_id)
+        .collect();
+    assert_eq!(left, recent, "the recent rows stay (pending)");
+    relay.stop().await;
+    let refused = LogRelay::builder(db.conn().clone(), old.clone(), InProcessBroker::new())
+        .slot("x")
+        .retention(Some(Duration::from_secs(5)))
+        .build();
+    assert!(matches!(
+        refused,
+        Err(LogRelayError::Config {
+            setting: "retention",
+            ..
+        })
+    ));
+    db.close().await;
+}

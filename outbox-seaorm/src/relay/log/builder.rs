@@ -32,6 +32,8 @@ pub struct LogRelayBuilder<P> {
     pub(super) connection_url: Option<String>,
     pub(super) lease_ttl: Option<Duration>,
     pub(super) instance_id: Option<String>,
+    pub(super) retention: Option<Option<Duration>>,
+    pub(super) purge_interval: Option<Duration>,
 }
 
 impl<P> std::fmt::Debug for LogRelayBuilder<P> {
@@ -102,6 +104,8 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
             connection_url: None,
             lease_ttl: None,
             instance_id: None,
+            retention: None,
+            purge_interval: None,
         }
     }
 
@@ -109,6 +113,21 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
     /// relay dies, a standby takes over within it.
     pub fn lease_ttl(mut self, ttl: Duration) -> Self {
         self.lease_ttl = Some(ttl);
+        self
+    }
+
+    /// How long streamed rows stay in the table (table mode), counted back from the last
+    /// acknowledged commit (default 24 h; at least 1 minute); `None` keeps them for good.
+    /// Keep it longer than the longest outage you want to recover from the table after a
+    /// lost slot.
+    pub fn retention(mut self, retention: Option<Duration>) -> Self {
+        self.retention = Some(retention);
+        self
+    }
+
+    /// Time between two retention cleanups (default 60 s).
+    pub fn purge_interval(mut self, interval: Duration) -> Self {
+        self.purge_interval = Some(interval);
         self
     }
 
@@ -266,6 +285,18 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
                 });
             }
             config.lease_ttl = ttl;
+        }
+        if let Some(retention) = self.retention {
+            if retention.is_some_and(|r| r < Duration::from_secs(60)) {
+                return Err(LogRelayError::Config {
+                    setting: "retention",
+                    reason: format!("{retention:?} is shorter than a minute"),
+                });
+            }
+            config.retention = retention;
+        }
+        if let Some(interval) = self.purge_interval {
+            config.purge_interval = positive("purge_interval", interval)?;
         }
         if let Some(id) = self.instance_id {
             if id.is_empty() || id.chars().count() > 255 {

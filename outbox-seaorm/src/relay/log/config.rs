@@ -19,6 +19,13 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default time to live of a slot's lease: a standby takes over within it after the active
 /// relay died.
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
+/// Default retention of streamed table rows: a day (the window in which a lost slot can be
+/// recovered from the table, see the module documentation).
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(24 * 3600);
+/// Default time between two retention cleanups.
+pub const DEFAULT_PURGE_INTERVAL: Duration = Duration::from_secs(60);
+/// Default rows deleted per cleanup statement.
+pub const DEFAULT_PURGE_BATCH: usize = 1_000;
 /// Prefix of the heartbeat messages (`pg_logical_emit_message`).
 pub const HEARTBEAT_PREFIX: &str = "outbox.heartbeat";
 
@@ -36,6 +43,7 @@ pub const HEARTBEAT_PREFIX: &str = "outbox.heartbeat";
 /// | status updates | at most every 1 s while changes arrive ([`DEFAULT_FEEDBACK_INTERVAL`]), and at shutdown |
 /// | publish timeout | 10 s ([`DEFAULT_PUBLISH_TIMEOUT`]) |
 /// | connect timeout | 10 s ([`DEFAULT_CONNECT_TIMEOUT`]) |
+/// | retention of streamed table rows | 24 h ([`DEFAULT_RETENTION`]) after their transaction's acknowledgement, purged every 60 s in batches of 1 000 |
 /// | lease TTL | 10 s ([`DEFAULT_LEASE_TTL`]), renewed every third of it |
 /// | instance id | `log-relay-<UUIDv7>` |
 /// | replication connection | the pool's host, port, user and database (a password comes from `PGPASSWORD` or `~/.pgpass`), or [`connection_url`](super::LogRelayBuilder::connection_url) |
@@ -65,6 +73,15 @@ pub struct LogRelayConfig {
     pub connect_timeout: Duration,
     /// The replication connection's URL, when not derived from the pool.
     pub connection_url: Option<String>,
+    /// How long rows the relay streamed stay in the table (table mode; they stay `pending`):
+    /// rows written more than this before the last acknowledged commit are deleted. `None`
+    /// keeps them for good. At least a minute: the cutoff relies on a row being written
+    /// well within it of its transaction's commit.
+    pub retention: Option<Duration>,
+    /// Time between two retention cleanups.
+    pub purge_interval: Duration,
+    /// Rows deleted per cleanup statement.
+    pub purge_batch: usize,
     /// How long the slot's lease lasts without renewal.
     pub lease_ttl: Duration,
     /// This relay's name in the slot's lease (status output, logs).
@@ -86,6 +103,9 @@ impl LogRelayConfig {
             publish_timeout: DEFAULT_PUBLISH_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             connection_url: None,
+            retention: Some(DEFAULT_RETENTION),
+            purge_interval: DEFAULT_PURGE_INTERVAL,
+            purge_batch: DEFAULT_PURGE_BATCH,
             lease_ttl: DEFAULT_LEASE_TTL,
             instance_id: format!("log-relay-{}", uuid::Uuid::now_v7()),
         }

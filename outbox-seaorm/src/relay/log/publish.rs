@@ -145,7 +145,8 @@ impl<P: Publisher> Publishing<'_, P> {
                     .record(seconds);
             }
             if let Some(lsn) = received.last_commit {
-                self.acknowledger.acknowledge(lsn);
+                self.acknowledger
+                    .acknowledge(lsn, received.commits.last().copied());
                 self.report.transactions += received.commits.len() as u64;
                 self.report.acknowledged_lsn = lsn;
             }

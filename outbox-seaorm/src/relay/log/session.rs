@@ -179,7 +179,7 @@ impl<P: Publisher + 'static> LogRelay<P> {
         let (read, published, (), lease) = tokio::join!(
             reading,
             publishing_done,
-            self.heartbeat(stop),
+            self.heartbeat(&acknowledger, stop),
             self.renew_lease(&acknowledger, stop)
         );
         // The last acknowledgement (graceful shutdown or not: it is what was confirmed).
@@ -191,8 +191,10 @@ impl<P: Publisher + 'static> LogRelay<P> {
         lease
     }
 
-    /// Every heartbeat interval until `stop`: the heartbeat message, then the slot gauges.
-    async fn heartbeat(&self, stop: &CancellationToken) {
+    /// Every heartbeat interval until `stop`: the heartbeat message, the slot gauges, and
+    /// the retention cleanup when it is due.
+    async fn heartbeat(&self, acknowledger: &Acknowledger, stop: &CancellationToken) {
+        let mut last_purge: Option<Instant> = None;
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,
@@ -206,6 +208,52 @@ impl<P: Publisher + 'static> LogRelay<P> {
                 Ok(None) => {}
                 Err(error) => tracing::warn!(%error, "log relay: reading the slot failed"),
             }
+            if last_purge.is_none_or(|at| at.elapsed() >= self.config.purge_interval) {
+                last_purge = Some(Instant::now());
+                self.purge(acknowledger, stop).await;
+            }
+        }
+    }
+
+    /// Deletes streamed rows (table mode; they stay `pending`) written more than the
+    /// retention before the last acknowledged commit (and before now), in batches.
+    async fn purge(&self, acknowledger: &Acknowledger, stop: &CancellationToken) {
+        let (Some(retention), Some(acknowledged)) =
+            (self.config.retention, acknowledger.acknowledged_commit())
+        else {
+            return;
+        };
+        if self.outbox.write_mode().message_prefix().is_some() {
+            return;
+        }
+        let Ok(retention) = chrono::Duration::from_std(retention) else {
+            return;
+        };
+        let cutoff = acknowledged.min(chrono::Utc::now()) - retention;
+        let mut purged = 0_u64;
+        while !stop.is_cancelled() {
+            match self
+                .store
+                .delete_streamed(&self.db, cutoff, self.config.purge_batch)
+                .await
+            {
+                Ok(rows) => {
+                    purged += rows;
+                    if rows < self.config.purge_batch as u64 {
+                        break;
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "log relay: the retention cleanup failed");
+                    break;
+                }
+            }
+        }
+        if purged > 0 {
+            let mut labels = self.labels.clone();
+            labels.push(metrics::Label::new("table", "outbox"));
+            metrics::counter!(metric::PURGED_ROWS, labels).increment(purged);
+            tracing::info!(rows = purged, %cutoff, "log relay purged streamed outbox rows");
         }
     }
 

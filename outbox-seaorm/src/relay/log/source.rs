@@ -4,6 +4,7 @@
 //! replication connection; [`Acknowledger`] moves the slot's confirmed position.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -109,20 +110,39 @@ pub(crate) struct SourceSettings {
 }
 
 /// Moves the slot's confirmed position: shared between the relay's publishing side (which
-/// acknowledges) and the reading side (which reports it to the server).
+/// acknowledges) and the reading side (which reports it to the server); also remembers when
+/// the last acknowledged transaction committed (for the retention cleanup).
 #[derive(Debug, Clone)]
-pub(crate) struct Acknowledger(Arc<SharedLsnFeedback>);
+pub(crate) struct Acknowledger {
+    feedback: Arc<SharedLsnFeedback>,
+    /// Commit time of the last acknowledged transaction, in microseconds since the epoch
+    /// (`i64::MIN`: none yet).
+    committed_at: Arc<AtomicI64>,
+}
 
 impl Acknowledger {
-    /// Confirms everything up to `lsn` (monotonic: a lower value is ignored).
-    pub(crate) fn acknowledge(&self, lsn: u64) {
-        self.0.update_flushed_lsn(lsn);
-        self.0.update_applied_lsn(lsn);
+    /// Confirms everything up to `lsn` (monotonic: a lower value is ignored), the end of a
+    /// transaction that committed at `committed_at`.
+    pub(crate) fn acknowledge(&self, lsn: u64, committed_at: Option<DateTime<Utc>>) {
+        self.feedback.update_flushed_lsn(lsn);
+        self.feedback.update_applied_lsn(lsn);
+        if let Some(at) = committed_at {
+            self.committed_at
+                .fetch_max(at.timestamp_micros(), Ordering::AcqRel);
+        }
     }
 
     /// The highest position acknowledged so far (0: none).
     pub(crate) fn acknowledged(&self) -> u64 {
-        self.0.get_applied_lsn()
+        self.feedback.get_applied_lsn()
+    }
+
+    /// When the last acknowledged transaction committed.
+    pub(crate) fn acknowledged_commit(&self) -> Option<DateTime<Utc>> {
+        match self.committed_at.load(Ordering::Acquire) {
+            i64::MIN => None,
+            micros => DateTime::from_timestamp_micros(micros),
+        }
     }
 }
 
@@ -205,7 +225,10 @@ impl WalSource {
 
     /// The acknowledger of this stream.
     pub(crate) fn acknowledger(&self) -> Acknowledger {
-        Acknowledger(Arc::clone(&self.stream.shared_lsn_feedback))
+        Acknowledger {
+            feedback: Arc::clone(&self.stream.shared_lsn_feedback),
+            committed_at: Arc::new(AtomicI64::new(i64::MIN)),
+        }
     }
 
     /// The next change, or `None` once `wake` is cancelled (nothing is lost: the stream

@@ -8,6 +8,7 @@
 //! | the idle-database heartbeat (`pg_logical_emit_message`) | `heartbeat.rs` |
 //! | the slot lease (one active relay per slot), backfill mark, acknowledged position | `lease.rs` |
 //! | dead and parked events: write, held aggregates, transitions, operator reads | `dead_letter.rs` |
+//! | retention: the oldest streamed (still `pending`) rows, in `seq` order | `purge.rs` |
 //! | a new slot's backfill: the snapshot import, the pending rows page by page | `backfill.rs` |
 //!
 //! The replication stream itself is not SQL: it lives behind `relay::log::source`.
@@ -18,6 +19,7 @@ mod heartbeat;
 mod lease;
 mod preflight;
 mod publication;
+mod purge;
 mod slot;
 
 pub(crate) use dead_letter::NewLogDeadLetter;
