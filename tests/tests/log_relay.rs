@@ -74,27 +74,30 @@ impl Running {
     }
 }
 
+/// Polls `condition` every 50 ms until it holds; fails with `what` after [`WAIT`].
+async fn eventually(what: &str, mut condition: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !condition().await {
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Waits until the slot exists and is streamed from.
 async fn wait_for_active_slot(db: &TestDb, slot: &str) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
+    let query = format!("SELECT active FROM pg_replication_slots WHERE slot_name = '{slot}'");
+    eventually(&format!("slot {slot} never became active"), async || {
         let row = db
             .conn()
             .query_one_raw(Statement::from_string(
                 db.conn().get_database_backend(),
-                format!("SELECT active FROM pg_replication_slots WHERE slot_name = '{slot}'"),
+                query.clone(),
             ))
             .await
             .unwrap();
-        if row.is_some_and(|row| row.try_get::<bool>("", "active").unwrap_or(false)) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "slot {slot} never became active"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        row.is_some_and(|row| row.try_get::<bool>("", "active").unwrap_or(false))
+    })
+    .await;
 }
 
 async fn note(db: &TestDb, outbox: &Outbox, order: &str, from: u32, count: u32) -> Vec<Uuid> {
@@ -330,16 +333,11 @@ async fn the_heartbeat_keeps_an_idle_slot_near_the_head() {
             .unwrap();
         row.try_get("", "lag").unwrap()
     };
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let mut ours = lag(&slot).await;
-    while ours > 1_000_000 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the relay's slot stayed {ours} bytes behind"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        ours = lag(&slot).await;
-    }
+    eventually(
+        "the relay's slot stayed more than 1 MB behind",
+        async || lag(&slot).await < 1_000_000,
+    )
+    .await;
     let theirs = lag(&idle).await;
     assert!(
         theirs > 20_000_000,
@@ -963,15 +961,10 @@ async fn a_poison_event_parks_only_its_aggregate_until_requeued_or_skipped() {
             .await
             .unwrap()
     };
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while entries().await.len() < 6 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{:?}",
-            entries().await
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("two dead and four parked entries", async || {
+        entries().await.len() >= 6
+    })
+    .await;
     let summary = |entries: &[outbox_seaorm::record::log_dead_letter::LogDeadLetter]| {
         entries
             .iter()
@@ -1073,15 +1066,10 @@ async fn a_poison_event_parks_only_its_aggregate_until_requeued_or_skipped() {
         "skipped: never published; the parked one released"
     );
     // The broker has them before their entries are marked.
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while entries().await.iter().any(|e| e.status.holds_aggregate()) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{:?}",
-            entries().await
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("every held entry released", async || {
+        !entries().await.iter().any(|e| e.status.holds_aggregate())
+    })
+    .await;
     let mut after = summary(&entries().await);
     after.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
     assert_eq!(
@@ -1284,14 +1272,10 @@ async fn a_standby_takes_over_after_sigkill_of_the_relay_process() {
             .flatten()
             .and_then(|row| row.try_get::<Option<String>>("", "owner").ok().flatten())
     };
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while owner().await.as_deref() != Some("child-process") {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the relay process never took the slot"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the relay process never took the slot", async || {
+        owner().await.as_deref() == Some("child-process")
+    })
+    .await;
     wait_for_active_slot(&db, &slot).await;
     let ttl = Duration::from_secs(2);
     let broker = InProcessBroker::new();
@@ -1362,15 +1346,10 @@ async fn the_retention_purges_streamed_rows() {
     clock.set(chrono::Utc::now());
     let recent = note(&db, &old, "a", 3, 2).await;
     wait_for(&broker, 5).await;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while outbox_rows(&db).await != 2 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{} rows left",
-            outbox_rows(&db).await
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the old rows purged, the recent ones kept", async || {
+        outbox_rows(&db).await == 2
+    })
+    .await;
     let left: Vec<Uuid> = OutboxRecord::list(db.conn(), &old, 10)
         .await
         .unwrap()

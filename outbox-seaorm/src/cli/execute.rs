@@ -172,7 +172,7 @@ impl OutboxCommand {
             }
             OutboxAction::InboxDead(command) => inbox_dead(ops, &command.action, out).await,
             #[cfg(feature = "log-relay")]
-            OutboxAction::LogDead(command) => command.action.execute(ops, out).await,
+            OutboxAction::LogDead(command) => log_dead(ops, &command.action, out).await,
         }
     }
 }
@@ -286,5 +286,70 @@ async fn inbox_dead(
             }
             Ok(Outcome::Success)
         }
+    }
+}
+
+/// `outbox log-dead …`.
+#[cfg(feature = "log-relay")]
+async fn log_dead(
+    ops: &Operations,
+    action: &super::log_relay::LogDeadAction,
+    out: &mut (dyn Write + Send),
+) -> Result<Outcome, OutboxCliError> {
+    use super::log_relay::LogDeadAction;
+    use super::output::log_relay as output;
+    use crate::record::log_dead_letter::LogDeadLetterStatus;
+    match action {
+        LogDeadAction::List(args) => {
+            let entries = ops
+                .log_dead_letters(
+                    args.slot.as_deref(),
+                    args.event_type.as_deref(),
+                    args.status.map(LogDeadLetterStatus::from),
+                    args.limit,
+                )
+                .await?;
+            output::dead_letters(out, &entries, args.format == OutputFormat::Json)?;
+        }
+        LogDeadAction::Show(args) => {
+            let entry = ops
+                .log_dead_letter(args.id)
+                .await?
+                .ok_or(OpsError::DeadLetterNotFound { id: args.id })?;
+            output::dead_letter(out, &entry, args.format == OutputFormat::Json)?;
+        }
+        LogDeadAction::Requeue(args) => {
+            let actor = actor(&args.actor);
+            for &id in &args.ids {
+                if !ops.requeue_log_dead_letter(id, &actor).await? {
+                    return Err(log_wrong_status(ops, id).await);
+                }
+                output::acted(out, id, "requeued", &actor, None)?;
+            }
+        }
+        LogDeadAction::Skip(args) => {
+            let actor = actor(&args.actor);
+            if !ops
+                .skip_log_dead_letter(args.id, &actor, &args.reason)
+                .await?
+            {
+                return Err(log_wrong_status(ops, args.id).await);
+            }
+            output::acted(out, args.id, "skipped", &actor, Some(&args.reason))?;
+        }
+    }
+    Ok(Outcome::Success)
+}
+
+/// The error for a log dead letter that was not `dead`.
+#[cfg(feature = "log-relay")]
+async fn log_wrong_status(ops: &Operations, id: i64) -> OutboxCliError {
+    match ops.log_dead_letter(id).await {
+        Ok(Some(entry)) => OutboxCliError::LogDeadLetterWrongStatus {
+            id,
+            status: entry.status,
+        },
+        Ok(None) => OpsError::DeadLetterNotFound { id }.into(),
+        Err(error) => error.into(),
     }
 }

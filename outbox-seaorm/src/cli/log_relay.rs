@@ -1,17 +1,11 @@
-//! `outbox log-dead …` (features `cli` and `log-relay`): the log relay's dead letters and
-//! parked events — list, show, requeue, skip. Entries are identified by the table's
+//! The arguments of `outbox log-dead …` (features `cli` and `log-relay`): the log relay's
+//! dead letters and parked events — list, show, requeue, skip (run by `execute`). Entries are identified by the table's
 //! numeric `id`; requeue and skip apply to `dead` entries, and the active log relay acts on
 //! them at its next heartbeat.
-
-use std::io::Write;
 
 use clap::{Args, Subcommand};
 use outbox_core::cli::OutputFormat;
 
-use super::args::actor;
-use super::execute::{OutboxCliError, Outcome};
-use super::output::log_relay as output;
-use crate::ops::{Operations, OpsError};
 use crate::record::log_dead_letter::LogDeadLetterStatus;
 
 /// `outbox log-dead …`.
@@ -121,70 +115,4 @@ pub struct LogDeadSkipArgs {
     /// Who skips (default `$USER`, else `cli`).
     #[arg(long)]
     pub actor: Option<String>,
-}
-
-impl LogDeadAction {
-    /// Runs the subcommand with `ops`, writing its result to `out`.
-    ///
-    /// # Errors
-    /// An [`OutboxCliError`] (exit code 2): an unknown id, an entry that is not `dead`, a
-    /// missing reason, the database's error.
-    pub async fn execute(
-        &self,
-        ops: &Operations,
-        out: &mut (dyn Write + Send),
-    ) -> Result<Outcome, OutboxCliError> {
-        match self {
-            Self::List(args) => {
-                let entries = ops
-                    .log_dead_letters(
-                        args.slot.as_deref(),
-                        args.event_type.as_deref(),
-                        args.status.map(LogDeadLetterStatus::from),
-                        args.limit,
-                    )
-                    .await?;
-                output::dead_letters(out, &entries, args.format == OutputFormat::Json)?;
-            }
-            Self::Show(args) => {
-                let entry = ops
-                    .log_dead_letter(args.id)
-                    .await?
-                    .ok_or(OpsError::DeadLetterNotFound { id: args.id })?;
-                output::dead_letter(out, &entry, args.format == OutputFormat::Json)?;
-            }
-            Self::Requeue(args) => {
-                let actor = actor(&args.actor);
-                for &id in &args.ids {
-                    if !ops.requeue_log_dead_letter(id, &actor).await? {
-                        return Err(wrong_status(ops, id).await);
-                    }
-                    output::acted(out, id, "requeued", &actor, None)?;
-                }
-            }
-            Self::Skip(args) => {
-                let actor = actor(&args.actor);
-                if !ops
-                    .skip_log_dead_letter(args.id, &actor, &args.reason)
-                    .await?
-                {
-                    return Err(wrong_status(ops, args.id).await);
-                }
-                output::acted(out, args.id, "skipped", &actor, Some(&args.reason))?;
-            }
-        }
-        Ok(Outcome::Success)
-    }
-}
-
-/// The error for an entry that was not `dead`.
-async fn wrong_status(ops: &Operations, id: i64) -> OutboxCliError {
-    match ops.log_dead_letter(id).await {
-        Ok(Some(entry)) => OutboxCliError::LogDeadLetterWrongStatus {
-            id,
-            status: entry.status,
-        },
-        Ok(None) => OpsError::DeadLetterNotFound { id }.into(),
-        Err(error) => error.into(),
-    }
 }

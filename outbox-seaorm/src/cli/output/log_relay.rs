@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use super::human::{EnvelopeView, cell, or_dash};
+use super::text::{EnvelopeView, cell, or_dash};
 use crate::record::log_dead_letter::LogDeadLetter;
 use crate::record::log_slot::LogRelayStatus;
 

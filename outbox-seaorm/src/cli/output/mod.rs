@@ -4,3 +4,4 @@
 pub(super) mod human;
 pub(super) mod json;
 pub(super) mod log_relay;
+mod text;
