@@ -1371,3 +1371,65 @@ async fn the_retention_purges_streamed_rows() {
     ));
     db.close().await;
 }
+
+/// Any publisher: in job-queue mode the log relay runs each event as a local job through a
+/// `JobDispatcher`; a job that fails for good is a log dead letter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_relay_runs_jobs_through_a_job_dispatcher() {
+    use std::sync::{Arc, Mutex};
+
+    use outbox_core::job::{JobDispatcher, JobError};
+    use outbox_seaorm::ops::Operations;
+    let Some((db, outbox)) = logical_db("the_log_relay_runs_jobs_through_a_job_dispatcher").await
+    else {
+        return;
+    };
+    let ran: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let seen = Arc::clone(&ran);
+    let dispatcher = JobDispatcher::builder()
+        .handler(move |note: OrderNotedV2, _: &Envelope| {
+            let seen = Arc::clone(&seen);
+            async move {
+                if note.n == 2 {
+                    return Err(JobError::permanent("note 2 cannot run"));
+                }
+                seen.lock().unwrap().push(note.n);
+                Ok(())
+            }
+        })
+        .build()
+        .unwrap();
+    let slot = slot_name();
+    let shutdown = CancellationToken::new();
+    let relay = LogRelay::builder(db.conn().clone(), outbox.clone(), dispatcher)
+        .slot(&slot)
+        .heartbeat_interval(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let task = tokio::spawn(relay.run(shutdown.clone()));
+    wait_for_active_slot(&db, &slot).await;
+    for n in 0..4 {
+        note(&db, &outbox, &format!("order-{n}"), n, 1).await;
+    }
+    eventually("three jobs ran", async || ran.lock().unwrap().len() == 3).await;
+    let ops = Operations::new(db.conn().clone(), outbox.clone());
+    eventually("the failed job is a dead letter", async || {
+        ops.log_dead_letters(Some(&slot), None, None, 10)
+            .await
+            .unwrap()
+            .len()
+            == 1
+    })
+    .await;
+    let mut jobs = ran.lock().unwrap().clone();
+    jobs.sort_unstable();
+    assert_eq!(jobs, [0, 1, 3]);
+    shutdown.cancel();
+    let report = task.await.unwrap().unwrap();
+    assert_eq!(
+        (report.published, report.dead_lettered),
+        (3, 1),
+        "{report:?}"
+    );
+    db.close().await;
+}
