@@ -10,6 +10,7 @@
 pub mod bookstore;
 pub mod db;
 pub mod logical_pg;
+pub mod metrics;
 pub mod proxy;
 pub mod readme;
 pub mod tansu;

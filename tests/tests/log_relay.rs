@@ -1433,3 +1433,44 @@ async fn the_log_relay_runs_jobs_through_a_job_dispatcher() {
     );
     db.close().await;
 }
+
+/// Every replication slot of the server taken: refused at start with what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_a_free_slot_is_refused() {
+    use outbox_tests::logical_pg::LogicalPostgres;
+    let test = "a_server_without_a_free_slot_is_refused";
+    let Some(cluster) = LogicalPostgres::dedicated(test, &[("max_replication_slots", "1")]).await
+    else {
+        return;
+    };
+    let db = TestDb::server_at(
+        outbox_tests::Service::Postgres,
+        outbox_tests::db::Backend::Postgres,
+        cluster.admin_url(),
+    )
+    .await;
+    let outbox = Outbox::default();
+    schema::install(db.conn(), &outbox).await.unwrap();
+    db.conn()
+        .execute_unprepared("SELECT pg_create_logical_replication_slot('someone_else', 'pgoutput')")
+        .await
+        .unwrap();
+    let relay = LogRelay::builder(db.conn().clone(), outbox, InProcessBroker::new())
+        .slot(slot_name())
+        .build()
+        .unwrap();
+    let error = tokio::time::timeout(WAIT, relay.run(CancellationToken::new()))
+        .await
+        .expect("a refused start returns at once")
+        .unwrap_err();
+    assert!(
+        matches!(error, LogRelayError::NoFreeSlot { used: 1, max: 1 }),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("max_replication_slots"),
+        "{error}"
+    );
+    db.close().await;
+    drop(cluster);
+}

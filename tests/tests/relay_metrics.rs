@@ -3,13 +3,6 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-
-use metrics::{
-    Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
-};
 use outbox_core::Raise;
 use outbox_core::in_process::InProcessBroker;
 use outbox_core::metric;
@@ -19,96 +12,11 @@ use outbox_seaorm::relay::Relay;
 use outbox_seaorm::{Outbox, schema};
 use outbox_tests::bookstore::{OrderingContracts, OrderingEvent};
 use outbox_tests::db::TestDb;
-
-#[derive(Default)]
-struct Samples(Mutex<Vec<f64>>);
-
-impl HistogramFn for Samples {
-    fn record(&self, value: f64) {
-        self.0.lock().unwrap().push(value);
-    }
-}
-
-/// Keeps every metric by `name{label=value,…}`.
-#[derive(Default)]
-struct Memory {
-    counters: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
-    gauges: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
-    histograms: Mutex<BTreeMap<String, Arc<Samples>>>,
-}
-
-fn render(key: &Key) -> String {
-    let labels: Vec<String> = key
-        .labels()
-        .map(|l| format!("{}={}", l.key(), l.value()))
-        .collect();
-    format!("{}{{{}}}", key.name(), labels.join(","))
-}
-
-impl Recorder for &'static Memory {
-    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
-    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
-        Counter::from_arc(
-            self.counters
-                .lock()
-                .unwrap()
-                .entry(render(key))
-                .or_default()
-                .clone(),
-        )
-    }
-    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
-        Gauge::from_arc(
-            self.gauges
-                .lock()
-                .unwrap()
-                .entry(render(key))
-                .or_default()
-                .clone(),
-        )
-    }
-    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
-        Histogram::from_arc(
-            self.histograms
-                .lock()
-                .unwrap()
-                .entry(render(key))
-                .or_default()
-                .clone(),
-        )
-    }
-}
-
-impl Memory {
-    fn counter(&self, key: &str) -> u64 {
-        self.counters
-            .lock()
-            .unwrap()
-            .get(key)
-            .map_or(0, |c| c.load(Ordering::Relaxed))
-    }
-    fn gauge(&self, key: &str) -> f64 {
-        self.gauges
-            .lock()
-            .unwrap()
-            .get(key)
-            .map_or(f64::NAN, |g| f64::from_bits(g.load(Ordering::Relaxed)))
-    }
-    fn samples(&self, key: &str) -> usize {
-        self.histograms
-            .lock()
-            .unwrap()
-            .get(key)
-            .map_or(0, |h| h.0.lock().unwrap().len())
-    }
-}
+use outbox_tests::metrics::Memory;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_emits_documented_metrics() {
-    let memory: &'static Memory = Box::leak(Box::default());
-    metrics::set_global_recorder(memory).unwrap();
+    let memory = Memory::install();
     let db = TestDb::sqlite_memory().await;
     let outbox = Outbox::default();
     schema::install(db.conn(), &outbox).await.unwrap();
@@ -195,7 +103,7 @@ async fn relay_emits_documented_metrics() {
     );
     assert_eq!(memory.samples(&format!("{}{{{o}}}", metric::BATCH_SIZE)), 1);
     // No label carries an id.
-    for key in memory.counters.lock().unwrap().keys() {
+    for key in memory.counter_keys() {
         assert!(!key.contains("ok-1") && !key.contains("relay-"), "{key}");
     }
     db.close().await;
