@@ -1,4 +1,5 @@
-//! The demo's environment: which database and which broker the scenarios run on.
+//! The demo's environment: which database, which broker and which relay the scenarios run
+//! on.
 //!
 //! Every scenario gets a database of its own, so it never sees another's (or an earlier
 //! run's) rows:
@@ -8,7 +9,7 @@
 //! - `sqlite::memory:`: a private in-memory database per scenario, on one connection;
 //! - PostgreSQL / MariaDB / MySQL: a database `bookstore_demo_<uuid>` created on the given
 //!   server for the scenario and dropped at its end (the given URL is only the admin
-//!   connection).
+//!   connection). A log relay's replication slots of that database are dropped with it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -149,21 +150,54 @@ fn with_database(url: &str, name: &str) -> String {
     }
 }
 
-/// The demo's settings: the database and the broker.
+/// Which relay publishes the outbox in scenarios 3–6 (1 and 2 run without an outbox, 7 is
+/// the job queue: they do not involve a relay choice).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RelayChoice {
+    /// The polling relay (`outbox_seaorm::relay::Relay`): claims `pending` rows and marks
+    /// them `published`; any database.
+    #[default]
+    Polling,
+    /// The log relay (`outbox_seaorm::relay::log::LogRelay`): tails PostgreSQL's
+    /// write-ahead log through a replication slot; PostgreSQL with `wal_level = logical`.
+    Log,
+}
+
+impl RelayChoice {
+    /// For the demo's header line.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Polling => {
+                "polling (claims pending rows, marks them published) for scenarios 3–6; \
+                 1, 2 and 7 do not use a relay choice"
+            }
+            Self::Log => {
+                "log (tails PostgreSQL's write-ahead log through a replication slot) for \
+                 scenarios 3–6; 1, 2 and 7 do not use a relay choice"
+            }
+        }
+    }
+}
+
+/// The demo's settings: the database, the broker and the relay.
 #[derive(Debug, Clone)]
 pub struct Env {
     /// Where the scenarios' databases live.
     pub database: DatabaseTarget,
     /// The broker the relays publish to.
     pub broker: BrokerChoice,
+    /// The relay of scenarios 3–6.
+    pub relay: RelayChoice,
 }
 
 impl Env {
-    /// SQLite files in `dir` and the in-process broker: the embedded default.
+    /// SQLite files in `dir`, the in-process broker and the polling relay: the embedded
+    /// default.
     pub fn embedded(dir: &Path) -> Self {
         Self {
             database: DatabaseTarget::sqlite_in(dir),
             broker: BrokerChoice::InProcess,
+            relay: RelayChoice::Polling,
         }
     }
 
@@ -303,6 +337,9 @@ impl ServerDatabase {
                         }
                     }
                 }
+                if self.backend == DbBackend::Postgres {
+                    self.drop_replication_slots(&admin).await;
+                }
                 if let Err(error) = admin.execute_unprepared(&statement).await {
                     tracing::warn!(%error, database = %self.name, "could not drop the demo database");
                 }
@@ -312,6 +349,40 @@ impl ServerDatabase {
                 tracing::warn!(%error, database = %self.name, "could not drop the demo database");
             }
         }
+    }
+}
+
+impl ServerDatabase {
+    /// Drops the replication slots of the database (a log relay's slot left behind by a
+    /// scenario that failed or timed out): PostgreSQL refuses to drop a database that has
+    /// one, and a forgotten slot keeps the server's WAL forever. A slot still streamed from
+    /// is freed first (its walsender terminated).
+    async fn drop_replication_slots(&self, admin: &DatabaseConnection) {
+        let database = || -> sea_orm::Value { self.name.clone().into() };
+        let terminate = Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots \
+             WHERE database = $1 AND active_pid IS NOT NULL",
+            [database()],
+        );
+        let drop = Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+             WHERE database = $1",
+            [database()],
+        );
+        // A terminated walsender releases its slot a moment later.
+        for _ in 0..50 {
+            let _ = admin.query_all_raw(terminate.clone()).await;
+            match admin.query_all_raw(drop.clone()).await {
+                Ok(_) => return,
+                Err(error) => {
+                    tracing::debug!(%error, database = %self.name, "dropping the demo's replication slots");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+        tracing::warn!(database = %self.name, "could not drop the demo database's replication slots");
     }
 }
 

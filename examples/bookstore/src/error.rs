@@ -25,6 +25,10 @@ pub enum DemoError {
     /// The relay failed.
     #[error("relay: {0}")]
     Relay(#[from] outbox_seaorm::relay::RelayError),
+    /// The log relay stopped with an error (other than a missing prerequisite, which skips
+    /// the scenario).
+    #[error("log relay: {0}")]
+    LogRelay(#[from] outbox_seaorm::relay::log::LogRelayError),
     /// The consumer failed.
     #[error("consumer: {0}")]
     Consumer(String),

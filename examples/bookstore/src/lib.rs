@@ -9,10 +9,12 @@
 //!   (unique `checkout_id`), the PlaceOrder command handler on a unit of work;
 //! - [`inventory`]: the Inventory context — `StockItem` and the `inventory.reserve-stock`
 //!   consumer written with `#[inbox_handler]`;
-//! - [`scenarios`]: scenarios 1–6, each `run(&Env)` returning the facts it measured;
+//! - [`scenarios`]: scenarios 1–6, each `run(&Env)` returning the facts it measured (3–6
+//!   also `log::run`, the same scenario with the log relay: `--relay log`);
 //! - [`job_queue`]: block 7, the job-queue mode (local handlers, worker keys, a
 //!   non-retryable payout that fails and alerts);
-//! - [`env`](mod@env): which database (one fresh database per scenario) and which broker;
+//! - [`env`](mod@env): which database (one fresh database per scenario), which broker and
+//!   which relay;
 //! - [`broker`]: the brokers, their outages and read-back;
 //! - [`error`]: why a scenario could not run ([`DemoError`]).
 //!

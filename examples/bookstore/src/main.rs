@@ -6,6 +6,7 @@
 //! cargo run -p bookstore -- --database postgres://postgres@127.0.0.1:5432/postgres
 //! cargo run -p bookstore -- --database mysql://root@127.0.0.1:3306/test --broker nats
 //! cargo run -p bookstore -- --scenario 4
+//! cargo run -p bookstore -- --database postgres://…(wal_level=logical) --relay log
 //! ```
 //!
 //! Exits non-zero when a scenario could not run or measured facts other than the article's.
@@ -16,7 +17,7 @@ use std::process::ExitCode;
 use bookstore::broker::{
     BrokerChoice, DEFAULT_AMQP_URL, DEFAULT_KAFKA_BROKERS, DEFAULT_NATS_URL, DEFAULT_REDIS_URL,
 };
-use bookstore::env::{DatabaseTarget, Env};
+use bookstore::env::{DatabaseTarget, Env, RelayChoice};
 use bookstore::error::DemoError;
 use bookstore::scenarios::{self, Outcome};
 use clap::{Parser, ValueEnum};
@@ -34,6 +35,16 @@ enum BrokerKind {
     Kafka,
     /// Redis Streams (`--redis-url`).
     Redis,
+}
+
+/// Which relay publishes the outbox in scenarios 3–6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum RelayKind {
+    /// The polling relay: claims pending rows, marks them published (any database).
+    Polling,
+    /// The log relay: tails PostgreSQL's write-ahead log (PostgreSQL with
+    /// wal_level=logical; elsewhere scenarios 3–6 are skipped, saying what is missing).
+    Log,
 }
 
 /// The Bookstore demo: the six scenarios of the outbox article and the job-queue mode, run
@@ -66,6 +77,10 @@ struct Cli {
     /// Kafka bootstrap servers.
     #[arg(long, value_name = "HOST:PORT[,…]", default_value = DEFAULT_KAFKA_BROKERS)]
     kafka_brokers: String,
+
+    /// The relay of scenarios 3–6 (1, 2 and 7 do not involve a relay choice).
+    #[arg(long, value_enum, default_value = "polling")]
+    relay: RelayKind,
 
     /// Run only this scenario (1–6: the article's scenarios; 7: the job-queue mode).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u8).range(1..=7))]
@@ -135,6 +150,10 @@ async fn demo(cli: &Cli) -> Result<bool, DemoError> {
     let env = Env {
         database,
         broker: cli.broker(),
+        relay: match cli.relay {
+            RelayKind::Polling => RelayChoice::Polling,
+            RelayKind::Log => RelayChoice::Log,
+        },
     };
     println!(
         "The Bookstore: six scenarios of the dual-write problem and the job queue, run with \
@@ -147,6 +166,7 @@ async fn demo(cli: &Cli) -> Result<bool, DemoError> {
     };
     println!("  database: {}{temporary}", env.database.describe());
     println!("  broker:   {}", env.broker.describe());
+    println!("  relay:    {}", env.relay.describe());
     println!();
 
     let selected: Vec<u8> = match cli.scenario {
@@ -157,7 +177,7 @@ async fn demo(cli: &Cli) -> Result<bool, DemoError> {
     let (mut ran, mut skipped, mut failed) = (0, 0, 0);
     for number in selected {
         let outcome = scenarios::outcome(&env, number).await;
-        for line in scenarios::block(number, &outcome) {
+        for line in scenarios::block(number, env.relay, &outcome) {
             println!("{line}");
         }
         println!();

@@ -1,6 +1,8 @@
 //! Every scenario's `run`, with its measured facts asserted one by one: scenarios 1–4 on
 //! SQLite (a temporary folder), PostgreSQL and MariaDB; 5 on PostgreSQL; 6 on PostgreSQL
-//! and MariaDB; 5 and 6 skipped (not failed) on SQLite.
+//! and MariaDB; 5 and 6 skipped (not failed) on SQLite. Scenarios 3–6 with the log relay
+//! on a `wal_level = logical` cluster of the tests' own (`outbox_tests::logical_pg`), and
+//! skipped with the log relay's reason on SQLite.
 //!
 //! PostgreSQL and MariaDB tests fail when the server is unreachable, saying what is
 //! missing; with `OUTBOX_ALLOW_MISSING_SERVICES=1` they skip with a loud message instead.
@@ -8,19 +10,21 @@
 use std::path::Path;
 
 use bookstore::broker::BrokerChoice;
-use bookstore::env::{DatabaseTarget, Env};
+use bookstore::env::{DatabaseTarget, Env, RelayChoice};
 use bookstore::error::DemoError;
 use bookstore::job_queue;
 use bookstore::scenarios::{
     self, Report, scenario1, scenario2, scenario3, scenario4, scenario5, scenario6,
 };
 use outbox_seaorm::schema::OutboxStatus;
+use outbox_tests::logical_pg::LogicalPostgres;
 use outbox_tests::{Service, service};
 
 fn env(database: DatabaseTarget) -> Env {
     Env {
         database,
         broker: BrokerChoice::InProcess,
+        relay: RelayChoice::Polling,
     }
 }
 
@@ -219,7 +223,10 @@ async fn scenarios_5_and_6_are_skipped_on_sqlite_with_the_reason() {
     }
     let outcome = scenarios::outcome(&env, 5).await;
     assert!(outcome.is_ok(), "a skip is not a failure");
-    assert!(scenarios::block(5, &outcome)[1].starts_with("  skipped: needs PostgreSQL"));
+    assert!(
+        scenarios::block(5, RelayChoice::Polling, &outcome)[1]
+            .starts_with("  skipped: needs PostgreSQL")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -251,4 +258,95 @@ async fn scenarios_1_to_4_and_6_on_mariadb() {
     ));
     scenario_6(&env).await;
     job_queue_block(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scenarios_3_to_6_with_the_log_relay() {
+    let Some(cluster) = LogicalPostgres::shared("scenarios_3_to_6_with_the_log_relay").await else {
+        return;
+    };
+    let mut env = env(DatabaseTarget::Postgres(cluster.admin_url()));
+    env.relay = RelayChoice::Log;
+
+    let three = scenario3::log::run(&env).await.expect("scenario 3 runs");
+    assert_eq!(
+        three.click_1_error, None,
+        "checkout succeeds while the broker is down"
+    );
+    assert!(
+        three.click_2_duplicate_checkout,
+        "{:?}",
+        three.click_2_error
+    );
+    assert_eq!(
+        (three.published_while_down, three.published_after_back),
+        (0, 1)
+    );
+    assert!(three.refused_while_down >= 1, "{three:?}");
+    assert!(
+        three.relay_retried >= 1,
+        "the refusal was retried: {three:?}"
+    );
+    assert_eq!(three.relay_dead_lettered, 0);
+    assert!(three.rows_pending, "the log relay marks no row");
+    assert_eq!((three.outbox_rows, three.messages_on_broker), (1, 1));
+    assert_article_facts(&three);
+
+    let four = scenario4::log::run(&env).await.expect("scenario 4 runs");
+    assert!(
+        four.pending_after_crash,
+        "relay #1 died before its acknowledgement reached the server: {four:?}"
+    );
+    assert_eq!(four.relay_2_published, 1);
+    assert_eq!((four.messages_on_broker, four.distinct_ids), (2, 1));
+    assert_eq!((four.applied(), four.duplicates()), (1, 1));
+    assert_eq!((four.dune.on_hand, four.dune.reserved), (5, 2));
+    assert_article_facts(&four);
+
+    let five = scenario5::log::run(&env).await.expect("scenario 5 runs");
+    assert_eq!((five.ada_sequence, five.alan_sequence), (1, 2));
+    assert_eq!(
+        five.watermark_rows_after_ada_commits, 0,
+        "the watermark lost Ada's"
+    );
+    assert_eq!(
+        five.log_published_before_ada_commits,
+        [(2, "Alan".to_owned())]
+    );
+    assert_eq!(
+        five.log_order,
+        [(2, "Alan".to_owned()), (1, "Ada".to_owned())],
+        "commit order, nothing lost"
+    );
+    assert_article_facts(&five);
+
+    let six = scenario6::log::run(&env).await.expect("scenario 6 runs");
+    assert_eq!(six.lease_before.as_deref(), Some("relay-a"));
+    assert_eq!(six.relay_a, [1, 2, 3]);
+    assert_eq!(six.relay_b_while_a_ran, 0, "the standby publishes nothing");
+    assert_eq!(six.relay_b, [4, 5, 6]);
+    assert_eq!(six.lease_after.as_deref(), Some("relay-b"));
+    assert!(
+        six.takeover <= six.lease_ttl + scenario6::log::TAKEOVER_MARGIN,
+        "{:?}",
+        six.takeover
+    );
+    assert_eq!((six.messages_on_broker, six.distinct_ids), (6, 6));
+    assert_article_facts(&six);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_relay_scenarios_are_skipped_on_sqlite_with_the_reason() {
+    let dir = tempfile::tempdir().expect("temporary folder");
+    let mut env = sqlite(dir.path());
+    env.relay = RelayChoice::Log;
+    for number in 3..=6 {
+        match scenarios::run(&env, number).await {
+            Err(DemoError::Skipped { reason }) => assert!(
+                reason.starts_with("--relay log: the log relay needs PostgreSQL"),
+                "{reason}"
+            ),
+            other => panic!("scenario {number} with the log relay on SQLite: {other:?}"),
+        }
+    }
 }

@@ -16,7 +16,9 @@
 //!
 //! Two publisher wrappers play the failures the scenarios need on any broker:
 //! [`CrashAfterPublish`] (the process dies between publish and mark) and [`Hold`] (a batch
-//! waits in the middle of a relay's transaction).
+//! waits in the middle of a relay's transaction); a third, [`Tally`], counts what the
+//! broker confirmed and refused, so that a scenario can wait for a log relay that runs in
+//! its own task.
 
 #[cfg(feature = "kafka")]
 mod kafka;
@@ -33,7 +35,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use outbox_core::in_process::InProcessBroker;
-use outbox_core::publish::{BatchOutcome, Publisher};
+use outbox_core::publish::{BatchOutcome, PublishErrorKind, Publisher};
 use outbox_core::{Envelope, EnvelopeConfig};
 use outbox_seaorm::inbox::{Consumer, Delivered};
 use tokio::sync::{Notify, watch};
@@ -756,5 +758,109 @@ impl<P: Publisher> Publisher for Hold<P> {
         }
         self.gate.pass().await;
         self.inner.publish(batch).await
+    }
+}
+
+/// A publisher that counts what the broker confirmed (in order) and refused, and lets a
+/// scenario wait for it (a log relay runs in a task of its own and reports only when it
+/// stops).
+#[derive(Debug)]
+pub struct Tally<P> {
+    inner: P,
+    state: std::sync::Mutex<TallyState>,
+    changed: Notify,
+}
+
+#[derive(Debug, Default)]
+struct TallyState {
+    confirmed: Vec<Uuid>,
+    refused: usize,
+    last_error: Option<String>,
+}
+
+impl<P: Publisher> Tally<P> {
+    /// Wraps `inner`.
+    pub fn new(inner: P) -> Self {
+        Self {
+            inner,
+            state: std::sync::Mutex::new(TallyState::default()),
+            changed: Notify::new(),
+        }
+    }
+
+    /// The wrapped publisher.
+    pub fn inner(&self) -> &P {
+        &self.inner
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, TallyState> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The message ids the broker confirmed, in order.
+    pub fn confirmed(&self) -> Vec<Uuid> {
+        self.state().confirmed.clone()
+    }
+
+    /// Messages the broker refused (or that failed to reach it); a message not attempted
+    /// because an earlier one of its aggregate failed does not count.
+    pub fn refused(&self) -> usize {
+        self.state().refused
+    }
+
+    /// The last refusal's error.
+    pub fn last_error(&self) -> Option<String> {
+        self.state().last_error.clone()
+    }
+
+    /// Waits until `done` holds for (confirmed, refused), or `timeout` passes; whether it
+    /// does.
+    pub async fn wait_until(&self, timeout: Duration, done: impl Fn(usize, usize) -> bool) -> bool {
+        let wait = async {
+            loop {
+                let notified = self.changed.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                {
+                    let state = self.state();
+                    if done(state.confirmed.len(), state.refused) {
+                        return;
+                    }
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(timeout, wait).await.is_ok()
+    }
+}
+
+impl<P: Publisher> Publisher for Tally<P> {
+    async fn publish(&self, batch: &[Envelope]) -> BatchOutcome {
+        let outcome = self.inner.publish(batch).await;
+        {
+            let mut state = self.state();
+            match &outcome {
+                Ok(outcomes) => {
+                    for (envelope, result) in batch.iter().zip(outcomes) {
+                        match result {
+                            Ok(()) => state.confirmed.push(envelope.message_id),
+                            Err(error) if error.kind() == PublishErrorKind::NotAttempted => {}
+                            Err(error) => {
+                                state.refused += 1;
+                                state.last_error = Some(error.to_string());
+                            }
+                        }
+                    }
+                }
+                Err(error) => {
+                    state.refused += batch.len();
+                    state.last_error = Some(error.to_string());
+                }
+            }
+        }
+        self.changed.notify_waiters();
+        outcome
     }
 }

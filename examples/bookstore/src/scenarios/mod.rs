@@ -11,7 +11,20 @@
 //! | 4 | a relay crash republishes the same id; the inbox applies it once | any database |
 //! | 5 | a watermark loses a row committed late; the status on the row does not | PostgreSQL |
 //! | 6 | two relays claim disjoint rows with `SKIP LOCKED` | PostgreSQL or MariaDB |
+//!
+//! With `--relay log` ([`RelayChoice::Log`]) scenarios 3–6 run with the log relay instead
+//! (`scenarioN::log`), on PostgreSQL with `wal_level = logical`; elsewhere they are skipped
+//! with the log relay's own reason. Scenarios 1 and 2 have no outbox and 7 is the job
+//! queue: they do not involve a relay choice.
+//!
+//! | # | with the log relay |
+//! |---|---|
+//! | 3 | the relay streams before the checkout; the broker refuses, the relay retries once it is back; the row stays `pending` |
+//! | 4 | a crash after the broker confirmed, before the acknowledgement reached the server: the restarted relay publishes the same id again; the inbox applies it once |
+//! | 5 | Ada's late commit: the log relay publishes Alan's event, then Ada's — commit order — and loses nothing |
+//! | 6 | two log relays on one slot: one streams, one stands by on the lease and takes over within its TTL |
 
+mod log_relay;
 pub mod scenario1;
 pub mod scenario2;
 pub mod scenario3;
@@ -27,7 +40,7 @@ use outbox_seaorm::Outbox;
 use outbox_seaorm::relay::{Relay, RelayBuilder};
 use sea_orm::DatabaseConnection;
 
-use crate::env::Env;
+use crate::env::{Env, RelayChoice};
 use crate::error::DemoError;
 
 /// The numbers of every scenario, in order.
@@ -47,32 +60,39 @@ pub trait Report: std::fmt::Debug + Send {
     fn deviations(&self) -> Vec<String>;
 }
 
-/// The title of scenario `number`.
-pub fn title(number: u8) -> &'static str {
-    match number {
-        1 => scenario1::TITLE,
-        2 => scenario2::TITLE,
-        3 => scenario3::TITLE,
-        4 => scenario4::TITLE,
-        5 => scenario5::TITLE,
-        6 => scenario6::TITLE,
-        7 => crate::job_queue::TITLE,
+/// The title of scenario `number` with `relay`.
+pub fn title(number: u8, relay: RelayChoice) -> &'static str {
+    match (number, relay) {
+        (1, _) => scenario1::TITLE,
+        (2, _) => scenario2::TITLE,
+        (3, _) => scenario3::TITLE,
+        (4, RelayChoice::Polling) => scenario4::TITLE,
+        (4, RelayChoice::Log) => scenario4::LOG_TITLE,
+        (5, _) => scenario5::TITLE,
+        (6, RelayChoice::Polling) => scenario6::TITLE,
+        (6, RelayChoice::Log) => scenario6::log::TITLE,
+        (7, _) => crate::job_queue::TITLE,
         _ => "unknown scenario",
     }
 }
 
-/// Runs scenario `number`.
+/// Runs scenario `number` (3–6 with `env`'s relay).
 ///
 /// # Errors
 /// [`DemoError::Skipped`] when the database does not support it, [`DemoError::Config`]
 /// for an unknown number, else why it could not run.
 pub async fn run(env: &Env, number: u8) -> Result<Box<dyn Report>, DemoError> {
+    let log = env.relay == RelayChoice::Log;
     Ok(match number {
         1 => Box::new(scenario1::run(env).await?),
         2 => Box::new(scenario2::run(env).await?),
+        3 if log => Box::new(scenario3::log::run(env).await?),
         3 => Box::new(scenario3::run(env).await?),
+        4 if log => Box::new(scenario4::log::run(env).await?),
         4 => Box::new(scenario4::run(env).await?),
+        5 if log => Box::new(scenario5::log::run(env).await?),
         5 => Box::new(scenario5::run(env).await?),
+        6 if log => Box::new(scenario6::log::run(env).await?),
         6 => Box::new(scenario6::run(env).await?),
         7 => Box::new(crate::job_queue::run_in(env).await?),
         other => {
@@ -121,9 +141,9 @@ pub async fn outcome(env: &Env, number: u8) -> Outcome {
     }
 }
 
-/// The block the demo prints for scenario `number`.
-pub fn block(number: u8, outcome: &Outcome) -> Vec<String> {
-    let mut lines = vec![format!("{number}) {}", title(number))];
+/// The block the demo prints for scenario `number`, run with `relay`.
+pub fn block(number: u8, relay: RelayChoice, outcome: &Outcome) -> Vec<String> {
+    let mut lines = vec![format!("{number}) {}", title(number, relay))];
     match outcome {
         Outcome::Ran(report) => {
             lines.push(format!("  claim: {}", report.claim()));

@@ -8,6 +8,10 @@
 //!
 //! On SQLite there are no row locks (SQLite ignores `SKIP LOCKED`): the framework runs
 //! one relay at a time there, through a lease, so the scenario is skipped.
+//!
+//! With `--relay log` there is nothing to claim: a slot streams to one reader. Two log
+//! relays share the slot through its lease, one streaming and one standing by, and the
+//! standby takes over when the active one dies ([`log`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -18,6 +22,8 @@ use outbox_seaorm::record::OutboxRecord;
 use outbox_seaorm::{Outbox, schema};
 use sea_orm::{DatabaseConnection, DbBackend};
 use uuid::Uuid;
+
+pub mod log;
 
 use super::{Report, expect, outbox_error, relay};
 use crate::broker::{Channel, DemoPublisher, Gate, Hold, Outage};

@@ -10,20 +10,30 @@
 //!
 //! PostgreSQL only: it needs MVCC visibility with sequence values handed out at insert
 //! time, and the deferred trigger used as the gate.
+//!
+//! With `--relay log` the same gate holds Ada's commit while the log relay streams
+//! ([`log`]): it publishes Alan's event at his commit and Ada's at hers — commit order —
+//! and loses nothing.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use outbox_seaorm::Outbox;
 use outbox_seaorm::schema;
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement, TransactionTrait as _};
+use sea_orm::{
+    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, Statement,
+    TransactionTrait as _,
+};
+use tokio::task::JoinHandle;
 use uuid::Uuid;
+
+pub mod log;
 
 use super::{Report, expect, outbox_error, relay};
 use crate::broker::{Channel, Outage};
 use crate::env::Env;
 use crate::error::DemoError;
-use crate::ordering::{self, PlaceOrder};
+use crate::ordering::{self, Order, PlaceOrder, PlaceOrderError};
 
 /// The article's title.
 pub const TITLE: &str = "High-water mark vs processed flag (PostgreSQL)";
@@ -71,19 +81,12 @@ impl Report for Scenario5 {
     }
 
     fn lines(&self) -> Vec<String> {
-        let mut lines = vec![format!(
-            "Ada got sequence {} (not committed), Alan got {} (committed)",
-            self.ada_sequence, self.alan_sequence
-        )];
-        lines.extend(self.watermark_published.iter().map(|(seq, who)| {
-            format!(
-                "watermark relay publishes #{seq} {} ({who})",
-                self.event_type
-            )
-        }));
-        lines.push(format!(
-            "Ada's transaction commits; watermark relay asks for sequence > {}: {} rows",
-            self.watermark, self.watermark_rows_after_ada_commits
+        let mut lines = vec![sequences_line(self.ada_sequence, self.alan_sequence)];
+        lines.extend(watermark_lines(
+            &self.event_type,
+            &self.watermark_published,
+            self.watermark,
+            self.watermark_rows_after_ada_commits,
         ));
         lines.extend(
             self.flag_relay_finds
@@ -98,26 +101,11 @@ impl Report for Scenario5 {
     }
 
     fn deviations(&self) -> Vec<String> {
-        let mut deviations = Vec::new();
-        expect(&mut deviations, "Ada's sequence", &self.ada_sequence, &1);
-        expect(&mut deviations, "Alan's sequence", &self.alan_sequence, &2);
-        expect(
-            &mut deviations,
-            "rows visible before Ada commits",
+        let mut deviations = watermark_deviations(
+            (self.ada_sequence, self.alan_sequence),
             &self.visible_before_ada_commits,
-            &vec![(2, "Alan".to_owned())],
-        );
-        expect(
-            &mut deviations,
-            "watermark relay published",
             &self.watermark_published,
-            &vec![(2, "Alan".to_owned())],
-        );
-        expect(
-            &mut deviations,
-            "watermark rows after Ada commits",
-            &self.watermark_rows_after_ada_commits,
-            &0,
+            self.watermark_rows_after_ada_commits,
         );
         expect(
             &mut deviations,
@@ -133,6 +121,62 @@ impl Report for Scenario5 {
         );
         deviations
     }
+}
+
+/// The first line: who got which sequence number.
+fn sequences_line(ada: i64, alan: i64) -> String {
+    format!("Ada got sequence {ada} (not committed), Alan got {alan} (committed)")
+}
+
+/// The watermark relay's lines: what it published, and what it asked for after Ada's
+/// commit.
+fn watermark_lines(
+    event_type: &str,
+    published: &[SeenRow],
+    watermark: i64,
+    rows_after_ada_commits: usize,
+) -> Vec<String> {
+    let mut lines: Vec<String> = published
+        .iter()
+        .map(|(seq, who)| format!("watermark relay publishes #{seq} {event_type} ({who})"))
+        .collect();
+    lines.push(format!(
+        "Ada's transaction commits; watermark relay asks for sequence > {watermark}: \
+         {rows_after_ada_commits} rows"
+    ));
+    lines
+}
+
+/// The article's facts about the sequences and the watermark relay.
+fn watermark_deviations(
+    (ada, alan): (i64, i64),
+    visible_before_ada_commits: &[SeenRow],
+    watermark_published: &[SeenRow],
+    watermark_rows_after_ada_commits: usize,
+) -> Vec<String> {
+    let mut deviations = Vec::new();
+    let alan_only = [(2, "Alan".to_owned())];
+    expect(&mut deviations, "Ada's sequence", &ada, &1);
+    expect(&mut deviations, "Alan's sequence", &alan, &2);
+    expect(
+        &mut deviations,
+        "rows visible before Ada commits",
+        &visible_before_ada_commits,
+        &alan_only.as_slice(),
+    );
+    expect(
+        &mut deviations,
+        "watermark relay published",
+        &watermark_published,
+        &alan_only.as_slice(),
+    );
+    expect(
+        &mut deviations,
+        "watermark rows after Ada commits",
+        &watermark_rows_after_ada_commits,
+        &0,
+    );
+    deviations
 }
 
 /// The article's watermark relay: remembers the highest sequence it published and asks
@@ -210,56 +254,14 @@ async fn play(db: &DatabaseConnection, channel: &Channel) -> Result<Scenario5, D
     let outbox = Outbox::default();
     schema::install(db, &outbox).await?;
     ordering::create_tables(db).await?;
-    let (ada, alan) = (Uuid::now_v7(), Uuid::now_v7());
-
-    // The gate: Ada's COMMIT runs a deferred trigger that waits for an advisory lock the
-    // scenario holds — after her outbox row got its sequence number.
-    let key = i64::from(rand_key());
-    db.execute_unprepared(&format!(
-        "CREATE FUNCTION ada_gate() RETURNS trigger LANGUAGE plpgsql AS $$ \
-         BEGIN PERFORM pg_advisory_xact_lock_shared({key}); RETURN NULL; END $$; \
-         CREATE CONSTRAINT TRIGGER ada_gate AFTER INSERT ON orders \
-         DEFERRABLE INITIALLY DEFERRED FOR EACH ROW \
-         WHEN (NEW.customer_id = '{ada}') EXECUTE FUNCTION ada_gate()"
-    ))
-    .await?;
-    let gate = db.begin().await?;
-    gate.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({key})"))
-        .await?;
-
-    let ada_checkout = tokio::spawn({
-        let (db, outbox) = (db.clone(), outbox.clone());
-        async move {
-            ordering::place_order(&db, &outbox, PlaceOrder::dune(Uuid::now_v7(), ada, 1)).await
-        }
-    });
-    let started = Instant::now();
-    loop {
-        let waiting = db
-            .query_one_raw(Statement::from_string(
-                DbBackend::Postgres,
-                "SELECT count(*) AS waiting FROM pg_locks WHERE locktype = 'advisory' \
-                 AND NOT granted AND database = \
-                 (SELECT oid FROM pg_database WHERE datname = current_database())",
-            ))
-            .await?
-            .map(|row| row.try_get::<i64>("", "waiting"))
-            .transpose()?
-            .unwrap_or(0);
-        if waiting > 0 {
-            break;
-        }
-        if started.elapsed() > Duration::from_secs(20) {
-            ada_checkout.abort();
-            return Err(DemoError::Timeout(
-                "Ada's checkout never reached COMMIT".to_owned(),
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let alan_order = ordering::place_order(db, &outbox, PlaceOrder::dune(Uuid::now_v7(), alan, 1))
-        .await
-        .map_err(outbox_error)?;
+    let ada_at_the_gate = AdaAtTheGate::start(db, &outbox).await?;
+    let alan_order = ordering::place_order(
+        db,
+        &outbox,
+        PlaceOrder::dune(Uuid::now_v7(), Uuid::now_v7(), 1),
+    )
+    .await
+    .map_err(outbox_error)?;
     let mut names: BTreeMap<String, String> =
         BTreeMap::from([(alan_order.id.to_string(), "Alan".to_owned())]);
     let visible = read(db, &outbox, "true").await?;
@@ -273,11 +275,7 @@ async fn play(db: &DatabaseConnection, channel: &Channel) -> Result<Scenario5, D
         .map_err(outbox_error)?;
     relay.drain().await?;
 
-    gate.commit().await?;
-    let ada_order = ada_checkout
-        .await
-        .map_err(|error| DemoError::Outbox(error.to_string()))?
-        .map_err(outbox_error)?;
+    let ada_order = ada_at_the_gate.commit().await?;
     names.insert(ada_order.id.to_string(), "Ada".to_owned());
     let name = |aggregate_id: &str| {
         names
@@ -316,6 +314,73 @@ async fn play(db: &DatabaseConnection, channel: &Channel) -> Result<Scenario5, D
         flag_relay_finds: named(flag),
         relay_published,
     })
+}
+
+/// Ada's checkout, held at its `COMMIT` by the gate: a deferred trigger on her order waits
+/// for an advisory lock the scenario holds — after her outbox row got its sequence number.
+pub(crate) struct AdaAtTheGate {
+    gate: DatabaseTransaction,
+    checkout: JoinHandle<Result<Order, PlaceOrderError>>,
+}
+
+impl AdaAtTheGate {
+    /// Installs the gate, closes it, starts Ada's checkout and waits until it waits at the
+    /// gate.
+    pub(crate) async fn start(db: &DatabaseConnection, outbox: &Outbox) -> Result<Self, DemoError> {
+        let ada = Uuid::now_v7();
+        let key = i64::from(rand_key());
+        db.execute_unprepared(&format!(
+            "CREATE FUNCTION ada_gate() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN PERFORM pg_advisory_xact_lock_shared({key}); RETURN NULL; END $$; \
+             CREATE CONSTRAINT TRIGGER ada_gate AFTER INSERT ON orders \
+             DEFERRABLE INITIALLY DEFERRED FOR EACH ROW \
+             WHEN (NEW.customer_id = '{ada}') EXECUTE FUNCTION ada_gate()"
+        ))
+        .await?;
+        let gate = db.begin().await?;
+        gate.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({key})"))
+            .await?;
+
+        let checkout = tokio::spawn({
+            let (db, outbox) = (db.clone(), outbox.clone());
+            async move {
+                ordering::place_order(&db, &outbox, PlaceOrder::dune(Uuid::now_v7(), ada, 1)).await
+            }
+        });
+        let started = Instant::now();
+        loop {
+            let waiting = db
+                .query_one_raw(Statement::from_string(
+                    DbBackend::Postgres,
+                    "SELECT count(*) AS waiting FROM pg_locks WHERE locktype = 'advisory' \
+                     AND NOT granted AND database = \
+                     (SELECT oid FROM pg_database WHERE datname = current_database())",
+                ))
+                .await?
+                .map(|row| row.try_get::<i64>("", "waiting"))
+                .transpose()?
+                .unwrap_or(0);
+            if waiting > 0 {
+                return Ok(Self { gate, checkout });
+            }
+            if started.elapsed() > Duration::from_secs(20) {
+                checkout.abort();
+                return Err(DemoError::Timeout(
+                    "Ada's checkout never reached COMMIT".to_owned(),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Opens the gate: Ada's transaction commits; her order.
+    pub(crate) async fn commit(self) -> Result<Order, DemoError> {
+        self.gate.commit().await?;
+        self.checkout
+            .await
+            .map_err(|error| DemoError::Outbox(error.to_string()))?
+            .map_err(outbox_error)
+    }
 }
 
 /// A lock key of this run (advisory locks are server-wide; concurrent runs must not share

@@ -6,6 +6,8 @@
 //! leaves no outbox row (no ghost event). The relay's first pass fails and records one
 //! attempt on the row; once the broker is back (and the row's backoff has passed) the
 //! relay publishes it.
+//!
+//! With `--relay log` the log relay plays the same outage ([`log`]).
 
 use std::sync::Arc;
 
@@ -17,6 +19,8 @@ use outbox_seaorm::record::OutboxRecord;
 use outbox_seaorm::schema::{self, OutboxStatus};
 use sea_orm::DatabaseConnection;
 use uuid::Uuid;
+
+pub mod log;
 
 use super::{Report, expect, outbox_error, relay};
 use crate::broker::{Channel, Outage};

@@ -1,0 +1,338 @@
+//! The log relay in scenarios 3–6 (`--relay log`): the stage of a scenario (its database,
+//! broker channel and replication slot), the demo's timings, a relay running in a task of
+//! its own, and the prerequisites that skip a scenario instead of failing it.
+//!
+//! Slots are server-wide: each scenario streams from a slot of its own
+//! (`bookstore_s<N>_<uuid>`), dropped at its end once its relays stopped (PostgreSQL does
+//! not drop a database that still has one; the demo's database cleanup drops a slot a
+//! failed scenario left behind).
+
+use std::time::{Duration, Instant};
+
+use outbox_core::in_process::InProcessBroker;
+use outbox_core::policy::Backoff;
+use outbox_core::publish::Publisher;
+use outbox_seaorm::Outbox;
+use outbox_seaorm::relay::log::{LogRelay, LogRelayBuilder, LogRelayError, LogRelayReport};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::broker::{Channel, Outage};
+use crate::env::Env;
+use crate::error::DemoError;
+
+/// How long a scenario waits for a relay to stream, publish or stop.
+pub(crate) const WAIT: Duration = Duration::from_secs(20);
+
+/// The demo's lease TTL: a standby takes over within it after the active relay died.
+pub(crate) const LEASE_TTL: Duration = Duration::from_secs(2);
+
+/// The scenario is skipped when the log relay lacks a prerequisite — another database than
+/// PostgreSQL, `wal_level` below `logical`, a role without `REPLICATION`, no free slot — with
+/// the relay's own message, which says what is missing; any other error fails it.
+pub(crate) fn failure(error: LogRelayError) -> DemoError {
+    match error {
+        LogRelayError::NotPostgres { .. }
+        | LogRelayError::WalLevel { .. }
+        | LogRelayError::NoReplicationPrivilege { .. }
+        | LogRelayError::NoFreeSlot { .. } => DemoError::Skipped {
+            reason: format!("--relay log: {error}"),
+        },
+        other => DemoError::LogRelay(other),
+    }
+}
+
+/// Where a log scenario plays: its database, its broker channel and its slot.
+#[derive(Debug)]
+pub(crate) struct LogStage<'a> {
+    /// The scenario's database.
+    pub(crate) db: &'a DatabaseConnection,
+    /// Its URL (the replication connection's, when it carries a password).
+    url: &'a str,
+    /// The scenario's broker channel.
+    pub(crate) channel: &'a Channel,
+    /// The scenario's replication slot.
+    pub(crate) slot: String,
+}
+
+/// Opens scenario `number`'s database and broker channel, plays the scenario on them with
+/// a slot of its own, then drops the slot and closes both, whatever happened. A database
+/// the log relay cannot use (not PostgreSQL) skips the scenario before anything is set up.
+pub(crate) async fn staged<T>(
+    env: &Env,
+    number: u8,
+    outage: Outage,
+    play: impl AsyncFnOnce(&LogStage<'_>) -> Result<T, DemoError>,
+) -> Result<T, DemoError> {
+    let db = env.open_database(number).await?;
+    // The log relay's first check, made by its builder: the database is PostgreSQL.
+    let probe = LogRelay::builder(db.conn().clone(), Outbox::default(), InProcessBroker::new())
+        .slot("bookstore_probe")
+        .build();
+    if let Err(error) = probe {
+        db.close().await;
+        return Err(failure(error));
+    }
+    let channel = match Channel::open(&env.broker, number, outage).await {
+        Ok(channel) => channel,
+        Err(error) => {
+            db.close().await;
+            return Err(error);
+        }
+    };
+    let stage = LogStage {
+        db: db.conn(),
+        url: db.url(),
+        channel: &channel,
+        slot: format!("bookstore_s{number}_{}", Uuid::now_v7().simple()),
+    };
+    let result = play(&stage).await;
+    drop_slot(stage.db, &stage.slot).await;
+    channel.close().await;
+    db.close().await;
+    result
+}
+
+impl LogStage<'_> {
+    /// A log relay on the scenario's slot with the demo's timings: heartbeats every 200 ms,
+    /// status updates at most every 50 ms, a 2 s lease ([`LEASE_TTL`]), a 3 s publish
+    /// timeout and a deterministic backoff from 200 ms to 1 s.
+    pub(crate) fn relay<P: Publisher + 'static>(
+        &self,
+        outbox: &Outbox,
+        publisher: P,
+        instance: &str,
+    ) -> LogRelayBuilder<P> {
+        let builder = LogRelay::builder(self.db.clone(), outbox.clone(), publisher)
+            .slot(&self.slot)
+            .instance_id(instance)
+            .heartbeat_interval(Duration::from_millis(200))
+            .feedback_interval(Duration::from_millis(50))
+            .lease_ttl(LEASE_TTL)
+            .publish_timeout(Duration::from_secs(3))
+            .backoff(
+                Backoff::new()
+                    .with_min_delay(Duration::from_millis(200))
+                    .with_max_delay(Duration::from_secs(1))
+                    .with_jitter(false),
+            );
+        // The pool's settings carry no password; the URL does.
+        if has_password(self.url) {
+            builder.connection_url(self.url)
+        } else {
+            builder
+        }
+    }
+
+    /// The slot's confirmed position (`confirmed_flush_lsn`): what relays acknowledged.
+    pub(crate) async fn confirmed_position(&self) -> Result<String, DemoError> {
+        self.text(Statement::from_sql_and_values(
+            DbBackend::Postgres,
+            "SELECT confirmed_flush_lsn::text AS value FROM pg_replication_slots \
+             WHERE slot_name = $1",
+            [self.slot.clone().into()],
+        ))
+        .await
+    }
+
+    /// The server's current write position.
+    pub(crate) async fn current_position(&self) -> Result<String, DemoError> {
+        self.text(Statement::from_string(
+            DbBackend::Postgres,
+            "SELECT pg_current_wal_lsn()::text AS value",
+        ))
+        .await
+    }
+
+    /// Waits until the slot's confirmed position reached `position`: the relay
+    /// acknowledged everything committed before it.
+    pub(crate) async fn wait_acknowledged(&self, position: &str) -> Result<(), DemoError> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let done = self
+                .db
+                .query_one_raw(Statement::from_sql_and_values(
+                    DbBackend::Postgres,
+                    "SELECT confirmed_flush_lsn >= $2::pg_lsn AS done FROM pg_replication_slots \
+                     WHERE slot_name = $1",
+                    [self.slot.clone().into(), position.to_owned().into()],
+                ))
+                .await?
+                .map(|row| row.try_get::<bool>("", "done"))
+                .transpose()?
+                .unwrap_or(false);
+            if done {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(DemoError::Timeout(format!(
+                    "slot {} did not acknowledge {position} within {WAIT:?}",
+                    self.slot
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Whether a replication connection streams from the slot now.
+    async fn active(&self) -> Result<bool, DemoError> {
+        let active = self
+            .db
+            .query_one_raw(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                "SELECT active FROM pg_replication_slots WHERE slot_name = $1",
+                [self.slot.clone().into()],
+            ))
+            .await?
+            .map(|row| row.try_get::<bool>("", "active"))
+            .transpose()?;
+        Ok(active.unwrap_or(false))
+    }
+
+    /// The text column `value` of `statement`'s row.
+    async fn text(&self, statement: Statement) -> Result<String, DemoError> {
+        let what = statement.sql.clone();
+        let row = self
+            .db
+            .query_one_raw(statement)
+            .await?
+            .ok_or(DemoError::Database(sea_orm::DbErr::RecordNotFound(what)))?;
+        Ok(row.try_get("", "value")?)
+    }
+}
+
+/// Whether `url`'s user info has a password.
+fn has_password(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?']).next().unwrap_or_default();
+    authority
+        .rsplit_once('@')
+        .is_some_and(|(user_info, _)| user_info.contains(':'))
+}
+
+/// Drops `slot` once no relay streams from it (a stopped relay's walsender exits a moment
+/// later); a slot that stays busy is left to the database cleanup.
+async fn drop_slot(db: &DatabaseConnection, slot: &str) {
+    let statement = Statement::from_sql_and_values(
+        DbBackend::Postgres,
+        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+         WHERE slot_name = $1",
+        [slot.to_owned().into()],
+    );
+    for _ in 0..100 {
+        match db.query_all_raw(statement.clone()).await {
+            Ok(_) => return,
+            Err(error) => {
+                tracing::debug!(%error, %slot, "the slot is still in use");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    tracing::warn!(%slot, "the scenario's slot is still in use; the database cleanup drops it");
+}
+
+/// A log relay running in a task of its own, stopped (or killed) by the scenario; dropped
+/// without either, it is killed.
+#[derive(Debug)]
+pub(crate) struct Running {
+    shutdown: CancellationToken,
+    task: Option<JoinHandle<Result<LogRelayReport, LogRelayError>>>,
+}
+
+impl Running {
+    /// Starts `relay`.
+    pub(crate) fn start<P: Publisher + 'static>(relay: LogRelay<P>) -> Self {
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(relay.run(shutdown.clone()));
+        Self {
+            shutdown,
+            task: Some(task),
+        }
+    }
+
+    /// Waits until a relay streams from the stage's slot. A relay that stopped instead
+    /// skips the scenario when a prerequisite is missing ([`failure`]).
+    ///
+    /// # Errors
+    /// [`DemoError::Skipped`], [`DemoError::LogRelay`], or a timeout.
+    pub(crate) async fn streaming(&mut self, stage: &LogStage<'_>) -> Result<(), DemoError> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if stage.active().await? {
+                return Ok(());
+            }
+            if self.task.as_ref().is_some_and(JoinHandle::is_finished) {
+                self.stopped().await?;
+                return Err(DemoError::Timeout(
+                    "the log relay stopped before it streamed".to_owned(),
+                ));
+            }
+            if Instant::now() >= deadline {
+                return Err(DemoError::Timeout(format!(
+                    "the log relay did not stream from slot {} within {WAIT:?}",
+                    stage.slot
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Stops the relay gracefully (what it read is published, its last acknowledgement
+    /// sent, its lease released) and returns its report.
+    ///
+    /// # Errors
+    /// The relay's error, or a timeout.
+    pub(crate) async fn stop(mut self) -> Result<LogRelayReport, DemoError> {
+        self.shutdown.cancel();
+        match tokio::time::timeout(WAIT, self.stopped()).await {
+            Ok(result) => result,
+            Err(_) => Err(DemoError::Timeout(format!(
+                "the log relay did not stop within {WAIT:?}"
+            ))),
+        }
+    }
+
+    /// Kills the relay: its task is aborted, its replication connection dropped, nothing
+    /// more is acknowledged and its lease is not released (a crash).
+    pub(crate) async fn kill(mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+
+    async fn stopped(&mut self) -> Result<LogRelayReport, DemoError> {
+        let Some(task) = self.task.take() else {
+            return Err(DemoError::Outbox(
+                "the log relay already stopped".to_owned(),
+            ));
+        };
+        match task.await {
+            Ok(result) => result.map_err(failure),
+            Err(error) => Err(DemoError::Outbox(format!("log relay task: {error}"))),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tells_a_password_in_the_url() {
+        assert!(has_password("postgres://app:secret@db:5432/app"));
+        assert!(!has_password("postgres://postgres@127.0.0.1:5432/postgres"));
+        assert!(!has_password("postgres://127.0.0.1/x?user=a:b@c"));
+    }
+}
