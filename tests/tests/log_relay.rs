@@ -226,19 +226,20 @@ async fn a_crash_before_the_acknowledgement_redelivers_the_same_ids() {
     };
     let broker = InProcessBroker::new();
     let slot = slot_name();
-    // No status update goes out while it runs: everything it publishes is unacknowledged.
-    let quiet = |broker: &InProcessBroker| {
-        log_relay(&db, &outbox, broker, &slot)
-            .heartbeat_interval(Duration::from_secs(3600))
-            .feedback_interval(Duration::from_secs(3600))
+    // The broker records the batch and never answers: the process dies between the
+    // broker's confirmation and the acknowledgement.
+    broker.crash_after_next_publish(outbox_core::in_process::AfterPublish::Hang);
+    let relay = Running::start(
+        log_relay(&db, &outbox, &broker, &slot)
+            .lease_ttl(Duration::from_secs(1))
             .build()
-            .unwrap()
-    };
-    let relay = Running::start(quiet(&broker));
+            .unwrap(),
+    );
     wait_for_active_slot(&db, &slot).await;
     let first = note(&db, &outbox, "o", 0, 3).await;
     wait_for(&broker, 3).await;
     relay.crash().await;
+    assert_eq!(broker.hangs(), 1);
     let second = note(&db, &outbox, "o", 3, 2).await;
 
     let after = InProcessBroker::new();
@@ -1473,4 +1474,64 @@ async fn a_server_without_a_free_slot_is_refused() {
     );
     db.close().await;
     drop(cluster);
+}
+
+/// The last batch before a pause is acknowledged to the server at once (not with the next
+/// commit, which on an idle database is the next heartbeat): a crash a moment later
+/// redelivers nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_relay_acknowledges_its_last_batch_at_once() {
+    let Some((db, outbox)) = logical_db("an_idle_relay_acknowledges_its_last_batch_at_once").await
+    else {
+        return;
+    };
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    // No heartbeat comes to carry the acknowledgement.
+    let quiet = |broker: &InProcessBroker| {
+        log_relay(&db, &outbox, broker, &slot)
+            .heartbeat_interval(Duration::from_secs(3600))
+            .lease_ttl(Duration::from_secs(1))
+            .build()
+            .unwrap()
+    };
+    let relay = Running::start(quiet(&broker));
+    wait_for_active_slot(&db, &slot).await;
+    let first = note(&db, &outbox, "a", 0, 3).await;
+    wait_for(&broker, 3).await;
+    // The feedback interval of `log_relay` (50 ms) has passed several times.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    relay.crash().await;
+    let later = note(&db, &outbox, "a", 3, 1).await;
+    let after = InProcessBroker::new();
+    let relay = Running::start(quiet(&after));
+    wait_for(&after, 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    relay.stop().await;
+    assert_eq!(broker.message_ids(), first);
+    assert_eq!(after.message_ids(), later, "nothing redelivered");
+    db.close().await;
+}
+
+/// An outbox whose log relay tables were never installed is refused at once, with the
+/// command that installs them (not retried forever).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_log_relay_tables_are_refused() {
+    let Some(db) = TestDb::logical_postgres("missing_log_relay_tables_are_refused").await else {
+        return;
+    };
+    let relay = LogRelay::builder(db.conn().clone(), Outbox::default(), InProcessBroker::new())
+        .slot(slot_name())
+        .build()
+        .unwrap();
+    let error = tokio::time::timeout(WAIT, relay.run(CancellationToken::new()))
+        .await
+        .expect("refused at once")
+        .unwrap_err();
+    assert!(
+        matches!(error, LogRelayError::NotInstalled { .. }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("schema::install"), "{error}");
+    db.close().await;
 }

@@ -393,7 +393,7 @@ fn the_log_relay_on_sqlite_skips_3_to_6_with_the_reason() {
     for n in 3..=6 {
         assert_lines(
             &block(&stdout, n),
-            &["skipped: --relay log: the log relay needs PostgreSQL (found Sqlite)"],
+            &["skipped: --relay log: the log relay needs PostgreSQL (found SQLite)"],
         );
     }
     assert_lines(&block(&stdout, 1), &["check: ok"]);

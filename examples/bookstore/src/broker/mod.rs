@@ -769,6 +769,8 @@ pub struct Tally<P> {
     inner: P,
     state: std::sync::Mutex<TallyState>,
     changed: Notify,
+    /// Never answer once the broker confirmed a batch (see [`Tally::freezing`]).
+    freeze: bool,
 }
 
 #[derive(Debug, Default)]
@@ -785,6 +787,17 @@ impl<P: Publisher> Tally<P> {
             inner,
             state: std::sync::Mutex::new(TallyState::default()),
             changed: Notify::new(),
+            freeze: false,
+        }
+    }
+
+    /// Wraps `inner`, and never answers the relay once the broker confirmed a batch: the
+    /// relay freezes between the broker's confirmation and its own acknowledgement, as a
+    /// process that dies there (the scenario then kills it).
+    pub fn freezing(inner: P) -> Self {
+        Self {
+            freeze: true,
+            ..Self::new(inner)
         }
     }
 
@@ -861,6 +874,9 @@ impl<P: Publisher> Publisher for Tally<P> {
             }
         }
         self.changed.notify_waiters();
+        if self.freeze && outcome.is_ok() {
+            std::future::pending::<()>().await;
+        }
         outcome
     }
 }

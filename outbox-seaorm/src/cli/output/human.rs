@@ -5,7 +5,6 @@
 use std::io::{self, Write};
 use std::time::Duration;
 
-
 use crate::inbox::dead_letter::{ConsumerDeadLetter, DeadLetterStatus, StoredMessage};
 use crate::inbox::parked::ParkedMessage;
 use crate::ops::{OperatorAction, StatusReport};

@@ -132,7 +132,10 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
     }
 
     /// This relay's name in the slot's lease (1 to 255 characters; default
-    /// `log-relay-<UUIDv7>`).
+    /// `log-relay-<UUIDv7>`). Give each process its own: a relay takes a lease its own name
+    /// holds back at once (a restart as itself needs no TTL to pass), so two live relays
+    /// of one name would both believe they hold it (the slot's one-consumer rule still keeps
+    /// them from streaming together).
     pub fn instance_id(mut self, id: impl Into<String>) -> Self {
         self.instance_id = Some(id.into());
         self
@@ -216,8 +219,13 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
     pub fn build(self) -> Result<LogRelay<P>, LogRelayError> {
         let backend = self.db.get_database_backend();
         if backend != DbBackend::Postgres {
+            let backend = match backend {
+                DbBackend::MySql => "MySQL / MariaDB",
+                DbBackend::Sqlite => "SQLite",
+                _ => "another database",
+            };
             return Err(LogRelayError::NotPostgres {
-                backend: format!("{backend:?}"),
+                backend: backend.to_owned(),
             });
         }
         let slot = self.slot.ok_or_else(|| LogRelayError::Config {

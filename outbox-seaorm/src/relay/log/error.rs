@@ -23,6 +23,16 @@ pub enum LogRelayError {
         /// The backend found.
         backend: String,
     },
+    /// The log relay's tables are missing (`<outbox>_log_slots`): the schema was not
+    /// installed, or was installed by an older version.
+    #[error(
+        "the log relay's table {table} does not exist: run schema::install or the \
+         CreateLogRelayTables migration (outbox_seaorm::migration) on this database"
+    )]
+    NotInstalled {
+        /// The missing table.
+        table: String,
+    },
     /// The server's `wal_level` is not `logical`.
     #[error(
         "PostgreSQL runs with wal_level = {found}; logical decoding needs wal_level = logical: \

@@ -162,6 +162,16 @@ impl<P: Publisher + 'static> LogRelay<P> {
             write_mode = self.outbox.write_mode().as_str(),
             "log relay started"
         );
+        match self.store.log_tables_exist(&self.db).await {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(LogRelayError::NotInstalled {
+                    table: self.outbox.tables().relay.log_slots.to_string(),
+                });
+            }
+            // The server is unreachable: the loop below retries.
+            Err(error) => tracing::warn!(%error, "log relay: checking its tables failed"),
+        }
         let mut mode = self.labels.clone();
         mode.push(metrics::Label::new(
             "mode",

@@ -14,6 +14,7 @@
 //! same message ids.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
@@ -22,7 +23,7 @@ use outbox_core::policy::DeadLetterPolicy;
 use outbox_core::publish::{ErrorClass, MessageOutcome, PublishError, PublishErrorKind, Publisher};
 use outbox_core::{Envelope, EnvelopeConfig};
 use sea_orm::DatabaseConnection;
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::config::{HEARTBEAT_PREFIX, LogRelayConfig};
@@ -99,6 +100,9 @@ pub(super) struct Publishing<'a, P> {
     pub(super) labels: Vec<metrics::Label>,
     /// The aggregates held behind a dead event (Block).
     pub(super) held: HashSet<(String, String)>,
+    /// Signalled after an acknowledgement that nothing follows yet: the reading side sends
+    /// it to the server at once instead of with the next commit it reads.
+    pub(super) idle: Arc<Notify>,
     pub(super) report: LogRelayReport,
 }
 
@@ -149,6 +153,9 @@ impl<P: Publisher> Publishing<'_, P> {
                     .acknowledge(lsn, received.commits.last().copied());
                 self.report.transactions += received.commits.len() as u64;
                 self.report.acknowledged_lsn = lsn;
+                if changes.is_empty() {
+                    self.idle.notify_one();
+                }
             }
             if received.release_due {
                 self.release(stop).await?;

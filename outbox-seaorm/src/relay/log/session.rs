@@ -4,13 +4,14 @@
 //! the slot existed is lost), then the stream — one task reading, one publishing, one
 //! writing heartbeats, one renewing the lease — until shutdown, an error, or a lost lease.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use outbox_core::Envelope;
 use outbox_core::metric;
 use outbox_core::publish::Publisher;
 use sea_orm::{AccessMode, IsolationLevel, TransactionTrait as _};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::config::HEARTBEAT_PREFIX;
@@ -96,6 +97,7 @@ impl<P: Publisher + 'static> LogRelay<P> {
             db: &self.db,
             store: &self.store,
             held: Default::default(),
+            idle: Arc::new(Notify::new()),
             columns: *self.outbox.columns(),
             table: self.streamed_table(),
             message_prefix: self.outbox.write_mode().message_prefix().map(str::to_owned),
@@ -166,8 +168,9 @@ impl<P: Publisher + 'static> LogRelay<P> {
     ) -> Result<(), LogRelayError> {
         let (changes, received) = mpsc::channel(self.config.batch_size.clamp(64, 8_192) * 2);
         let acknowledger = publishing.acknowledger.clone();
+        let idle = Arc::clone(&publishing.idle);
         let reading = async {
-            let result = read(source, changes, stop).await;
+            let result = read(source, changes, &idle, stop).await;
             stop.cancel();
             result
         };
@@ -319,20 +322,46 @@ impl<P: Publisher + 'static> LogRelay<P> {
 }
 
 /// Reads changes into `changes` until `stop`, the publishing side is gone, or the stream
-/// fails; sends a status update after a commit when one is due.
+/// fails. Sends a status update after a commit when one is due, and at once when the
+/// publishing side signals `idle` (an acknowledgement with nothing behind it: no commit may
+/// come to carry it for a long time).
 async fn read(
     source: &mut WalSource,
     changes: mpsc::Sender<Change>,
+    idle: &Notify,
     stop: &CancellationToken,
 ) -> Result<(), SourceError> {
-    while let Some(change) = source.next(stop).await? {
-        let commit = matches!(change, Change::Commit { .. });
-        if changes.send(change).await.is_err() {
-            return Ok(());
-        }
-        if commit {
-            source.feedback_if_due().await;
+    // Made anew only once the signal cancelled it.
+    let mut wake = stop.child_token();
+    loop {
+        // The read is never dropped half-way: the signal only cancels `wake`, and the read
+        // then returns what it holds, or `None`.
+        let change = {
+            let next = source.next(&wake);
+            tokio::pin!(next);
+            loop {
+                tokio::select! {
+                    biased;
+                    change = &mut next => break change?,
+                    () = idle.notified(), if !wake.is_cancelled() => wake.cancel(),
+                }
+            }
+        };
+        match change {
+            Some(change) => {
+                let commit = matches!(change, Change::Commit { .. });
+                if changes.send(change).await.is_err() {
+                    return Ok(());
+                }
+                if commit {
+                    source.feedback_if_due().await;
+                }
+            }
+            None if stop.is_cancelled() => return Ok(()),
+            None => {
+                wake = stop.child_token();
+                source.feedback().await?;
+            }
         }
     }
-    Ok(())
 }

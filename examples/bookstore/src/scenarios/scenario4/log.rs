@@ -1,9 +1,8 @@
 //! Scenario 4 with the log relay (`--relay log`, PostgreSQL with `wal_level = logical`).
 //!
-//! Relay #1 streams with no status update and no heartbeat due while it runs, so what it
-//! publishes stays unacknowledged on the server. The order commits, the relay publishes
-//! its event, the broker confirms — and the process dies (its task is aborted) before the
-//! acknowledgement reached the server: the slot's confirmed position has not moved. The
+//! The order commits, relay #1 publishes its event, the broker confirms — and the process
+//! freezes before its acknowledgement (the publisher never answers the relay) and dies (its
+//! task is aborted): the slot's confirmed position has not moved. The
 //! restarted relay (the same instance, so it takes its own lease back at once) streams from
 //! that position and publishes the order's event again, **with the same message id**.
 //! Inventory's inbox applies the first delivery and skips the second, as in the polling
@@ -28,9 +27,6 @@ use crate::scenarios::outbox_error;
 /// The relay's instance id, before and after the crash (the process restarts as itself).
 const INSTANCE: &str = "relay-1";
 
-/// Relay #1's status-update and heartbeat intervals: nothing is acknowledged while it runs.
-const QUIET: Duration = Duration::from_secs(3600);
-
 /// Runs scenario 4 on `env` with the log relay.
 ///
 /// # Errors
@@ -49,11 +45,9 @@ async fn play(stage: &LogStage<'_>) -> Result<Scenario4, DemoError> {
     inventory::stock_book(db, "dune", "Dune", 5).await?;
 
     // Relay #1 publishes, then its process dies before the acknowledgement goes out.
-    let first = Arc::new(Tally::new(stage.channel.publisher().await?));
+    let first = Arc::new(Tally::freezing(stage.channel.publisher().await?));
     let relay_1 = stage
         .relay(&outbox, Arc::clone(&first), INSTANCE)
-        .feedback_interval(QUIET)
-        .heartbeat_interval(QUIET)
         .build()
         .map_err(log_relay::failure)?;
     let mut relay_1 = Running::start(relay_1);
