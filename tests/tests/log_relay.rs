@@ -1535,3 +1535,48 @@ async fn missing_log_relay_tables_are_refused() {
     assert!(error.to_string().contains("schema::install"), "{error}");
     db.close().await;
 }
+
+/// A schema-qualified outbox with the Debezium column naming: the publication, the slot
+/// lease table and the decoding follow the configured names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_qualified_debezium_named_outbox_streams() {
+    use outbox_seaorm::table::ColumnNaming;
+    let Some(db) =
+        TestDb::logical_postgres("a_schema_qualified_debezium_named_outbox_streams").await
+    else {
+        return;
+    };
+    db.conn()
+        .execute_unprepared("CREATE SCHEMA billing")
+        .await
+        .unwrap();
+    let outbox = Outbox::builder()
+        .outbox_table("billing.outbox")
+        .inbox_table("billing.inbox")
+        .column_naming(ColumnNaming::Debezium)
+        .build()
+        .unwrap();
+    schema::install(db.conn(), &outbox).await.unwrap();
+    // A table of the same name in `public` is not the outbox.
+    schema::install(db.conn(), &Outbox::default())
+        .await
+        .unwrap();
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    wait_for_active_slot(&db, &slot).await;
+    note(&db, &Outbox::default(), "public", 0, 1).await;
+    let ids = note(&db, &outbox, "billing", 0, 2).await;
+    wait_for(&broker, 2).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(broker.message_ids(), ids, "only billing.outbox's rows");
+    let stored: Vec<Envelope> = OutboxRecord::list(db.conn(), &outbox, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|record| record.envelope)
+        .collect();
+    assert_eq!(broker.published(), stored);
+    relay.stop().await;
+    db.close().await;
+}
