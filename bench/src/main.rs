@@ -16,8 +16,8 @@
 //! cargo run --release -p outbox-bench -- write --database-url postgres://postgres@127.0.0.1:5432/postgres
 //! ```
 //!
-//! `relay` (issue 4), `inbox` (issue 5) and `brokers` (issue 6): see the modules `relay`,
-//! `inbox` and `brokers`.
+//! `relay` (issue 4), `inbox` (issue 5), `brokers` (issue 6) and `log` (issue 20): see the
+//! modules `relay`, `inbox`, `brokers` and `log`.
 #![allow(clippy::print_stdout)]
 
 /// The harness's allocator (default feature `mimalloc`): it applies to every mode, framework
@@ -35,6 +35,7 @@ const ALLOCATOR_NAME: &str = if cfg!(feature = "mimalloc") {
 
 mod brokers;
 mod inbox;
+mod log;
 mod measure;
 mod relay;
 mod scratch;
@@ -65,6 +66,9 @@ enum Command {
     /// The broker adapters: relay -> broker throughput vs raw drain and raw client publish;
     /// consumer runner throughput through the inbox.
     Brokers(brokers::BrokersArgs),
+    /// The log relay: drain vs the polling relay and raw pgoutput, commit-to-publish
+    /// latency and the highest sustained rate, the write modes vs a raw INSERT.
+    Log(log::LogArgs),
 }
 
 fn main() -> ExitCode {
@@ -86,6 +90,7 @@ fn main() -> ExitCode {
             Command::Relay(args) => relay::run(args).await,
             Command::Inbox(args) => inbox::run(args).await,
             Command::Brokers(args) => brokers::run(args).await,
+            Command::Log(args) => log::run(args).await,
         }
     });
     match result {
