@@ -1580,3 +1580,41 @@ async fn a_schema_qualified_debezium_named_outbox_streams() {
     relay.stop().await;
     db.close().await;
 }
+
+/// Under `DeadLetterPolicy::Skip` a dead event holds nothing back: its aggregate's later
+/// events go out, also those streamed after a heartbeat re-read the dead letters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_skip_a_dead_event_holds_nothing_back() {
+    use outbox_core::policy::DeadLetterPolicy;
+    use outbox_core::publish::PublishError;
+    let Some((db, outbox)) = logical_db("under_skip_a_dead_event_holds_nothing_back").await else {
+        return;
+    };
+    let broker = InProcessBroker::new();
+    broker.fail_messages(|envelope| {
+        let n = envelope.decode::<OrderNotedV2>().ok()?.n;
+        (n == 1).then(|| PublishError::rejected("note 1 is refused"))
+    });
+    let slot = slot_name();
+    let relay = Running::start(
+        log_relay(&db, &outbox, &broker, &slot)
+            .dead_letter_policy(DeadLetterPolicy::Skip)
+            .heartbeat_interval(Duration::from_millis(100))
+            .build()
+            .unwrap(),
+    );
+    wait_for_active_slot(&db, &slot).await;
+    note(&db, &outbox, "a", 0, 3).await;
+    wait_for(&broker, 2).await;
+    // Heartbeats re-read the dead letters meanwhile.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    note(&db, &outbox, "a", 3, 1).await;
+    wait_for(&broker, 3).await;
+    assert_eq!(
+        notes(&broker.published()),
+        [("a".into(), 0), ("a".into(), 2), ("a".into(), 3)]
+    );
+    let report = relay.stop().await;
+    assert_eq!((report.dead_lettered, report.parked), (1, 0), "{report:?}");
+    db.close().await;
+}

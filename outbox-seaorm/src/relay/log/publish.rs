@@ -446,12 +446,15 @@ impl<P: Publisher> Publishing<'_, P> {
                 blocked = Some(aggregate);
             }
         }
-        self.held = self
-            .store
-            .log_held_aggregates(self.db, &slot)
-            .await?
-            .into_iter()
-            .collect();
+        // Under Skip a dead event holds nothing back.
+        if self.config.dead_letter_policy == DeadLetterPolicy::Block {
+            self.held = self
+                .store
+                .log_held_aggregates(self.db, &slot)
+                .await?
+                .into_iter()
+                .collect();
+        }
         Ok(())
     }
 
