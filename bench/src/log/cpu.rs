@@ -1,5 +1,6 @@
-//! CPU time of this process and of the PostgreSQL server (every child of its postmaster,
-//! walsenders included), from `/proc` (the server runs on this machine).
+//! CPU time of this process, of the PostgreSQL server (every child of its postmaster,
+//! walsenders included) and of the NATS server (`nats-server`), from `/proc` (the servers
+//! run on this machine).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -22,6 +23,8 @@ pub(super) struct Sample {
     client: Option<Duration>,
     /// Per server process: its CPU, and whether it is a walsender.
     server: Option<HashMap<u32, (Duration, bool)>>,
+    /// Every `nats-server` process.
+    broker: Duration,
 }
 
 /// The parent of process `pid`, from `/proc/<pid>/stat`.
@@ -45,6 +48,14 @@ impl Cpu {
     /// that ends between two samples takes its time with it: take the end sample while the
     /// measured connections are still open.
     pub(super) fn sample(&self) -> Sample {
+        let mut broker = Duration::ZERO;
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let path = entry.path();
+            let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+            if comm.trim_end() == "nats-server" {
+                broker += task_cpu(&entry.file_name().to_string_lossy()).unwrap_or_default();
+            }
+        }
         let server = self.postmaster.and_then(|postmaster| {
             let mut processes = HashMap::new();
             processes.insert(postmaster, (task_cpu(&postmaster.to_string())?, false));
@@ -68,6 +79,7 @@ impl Cpu {
         Sample {
             client: task_cpu("self"),
             server,
+            broker,
         }
     }
 }
@@ -81,6 +93,8 @@ pub(super) struct PerEvent {
     pub(super) server: f64,
     /// The server's walsenders (included in `server`).
     pub(super) walsender: f64,
+    /// The NATS server.
+    pub(super) broker: f64,
 }
 
 impl Sample {
@@ -111,6 +125,7 @@ impl Sample {
             client: per(client),
             server: per(server(false)),
             walsender: per(server(true)),
+            broker: per(Some(self.broker.saturating_sub(earlier.broker))),
         }
     }
 }

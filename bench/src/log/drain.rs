@@ -29,25 +29,56 @@ const LIMIT: Duration = Duration::from_secs(600);
 /// The modes, in their column order.
 const MODES: [&str; 3] = ["(a) polling", "(b) log relay", "(c) raw pgoutput"];
 
-/// One measurement: events/s and CPU per event.
+/// One measurement: events/s, the time to the first event, CPU per event.
 #[derive(Debug, Clone, Copy)]
 struct Measured {
     rate: f64,
+    /// From the start to the first event confirmed (counted, for the raw loop), in ms.
+    first_ms: f64,
+    /// Events per `publish` call (NaN for the raw loop).
+    per_call: f64,
     cpu: PerEvent,
 }
 
 impl Measured {
-    fn new(events: usize, took: Duration, before: &Sample, after: &Sample) -> Self {
+    fn new(
+        events: usize,
+        (started, first, ended): (Instant, Option<Instant>, Instant),
+        before: &Sample,
+        after: &Sample,
+    ) -> Self {
+        let first_ms = first.map_or(f64::NAN, |first| {
+            first.saturating_duration_since(started).as_secs_f64() * 1000.0
+        });
         Self {
-            rate: events as f64 / took.as_secs_f64(),
+            rate: events as f64 / ended.duration_since(started).as_secs_f64(),
+            first_ms,
+            per_call: f64::NAN,
             cpu: after.per_event(before, events),
         }
     }
 }
 
-/// `client+server(walsender)` µs per event.
-fn cpu_text(client: f64, server: f64, walsender: f64) -> String {
-    format!("{client:.1}+{server:.1}({walsender:.1})")
+/// `client+server(walsender)[+broker]` µs per event, the ms to the first event, and the
+/// events per `publish` call.
+fn cpu_text(cpu: &PerEvent, first_ms: f64, per_call: f64) -> String {
+    let PerEvent {
+        client,
+        server,
+        walsender,
+        broker,
+    } = cpu;
+    let broker = if *broker > 0.0 {
+        format!("+{broker:.1}")
+    } else {
+        String::new()
+    };
+    let per_call = if per_call.is_nan() {
+        String::new()
+    } else {
+        format!(" {per_call:.0}/call")
+    };
+    format!("{client:.1}+{server:.1}({walsender:.1}){broker} {first_ms:.0}ms{per_call}")
 }
 
 struct Bench<'a> {
@@ -130,17 +161,21 @@ impl Bench<'_> {
     async fn polling(&self, sink: &Sink) -> Result<Measured, BoxError> {
         let (publisher, destination) = sink.fresh().await?;
         let recorder = Arc::new(Recorder::new(publisher, false));
-        let mut relay = Relay::builder(self.poll_db.clone(), self.polled.clone(), recorder)
-            .instance_id("bench-poll")
-            .batch_size(self.args.poll_batch_size)
-            .listen(false)
-            .retention(Some(Duration::ZERO))
-            .build()?;
+        let mut relay = Relay::builder(
+            self.poll_db.clone(),
+            self.polled.clone(),
+            Arc::clone(&recorder),
+        )
+        .instance_id("bench-poll")
+        .batch_size(self.args.poll_batch_size)
+        .listen(false)
+        .retention(Some(Duration::ZERO))
+        .build()?;
         relay.refresh_leases().await?;
         let before = self.cpu.sample();
         let started = Instant::now();
         let report = relay.drain().await?;
-        let took = started.elapsed();
+        let ended = Instant::now();
         let after = self.cpu.sample();
         destination.delete().await?;
         if report.published != self.args.rows {
@@ -150,7 +185,11 @@ impl Bench<'_> {
             )
             .into());
         }
-        Ok(Measured::new(self.args.rows, took, &before, &after))
+        let times = (started, recorder.first(), ended);
+        Ok(Measured {
+            per_call: recorder.confirmed() as f64 / recorder.calls().max(1) as f64,
+            ..Measured::new(self.args.rows, times, &before, &after)
+        })
     }
 
     /// (b): the log relay from its start until the publisher confirmed N events.
@@ -168,7 +207,7 @@ impl Bench<'_> {
         let started = Instant::now();
         let running = tokio::spawn(relay.run(shutdown.clone()));
         let done = recorder.wait_for(self.args.rows, LIMIT).await;
-        let took = started.elapsed();
+        let ended = Instant::now();
         let after = self.cpu.sample();
         shutdown.cancel();
         let report = running.await??;
@@ -183,7 +222,11 @@ impl Bench<'_> {
             )
             .into());
         }
-        Ok(Measured::new(self.args.rows, took, &before, &after))
+        let times = (started, recorder.first(), ended);
+        Ok(Measured {
+            per_call: recorder.confirmed() as f64 / recorder.calls().max(1) as f64,
+            ..Measured::new(self.args.rows, times, &before, &after)
+        })
     }
 
     /// (c): the raw loop from its connection until it counted N inserts.
@@ -192,11 +235,12 @@ impl Bench<'_> {
         let started = Instant::now();
         let mut stream = RawStream::start(&self.url).await?;
         stream.count(LOG_OUTBOX, self.args.rows).await?;
-        let took = started.elapsed();
+        let ended = Instant::now();
         let after = self.cpu.sample();
+        let times = (started, stream.first(), ended);
         stream.close().await?;
         server::wait_released(&self.pool, raw::SLOT).await?;
-        Ok(Measured::new(self.args.rows, took, &before, &after))
+        Ok(Measured::new(self.args.rows, times, &before, &after))
     }
 }
 
@@ -230,7 +274,7 @@ pub(super) async fn drain(args: &LogArgs, url: &str, poll_url: &str) -> Result<(
             args.rows, args.events_per_commit, args.batch_size, args.poll_batch_size
         );
         println!(
-            "{:>5}  {:>16}  {:>16}  {:>16}  {:>6}  {:>6}   CPU µs/event client+server(walsender) a | b | c",
+            "{:>5}  {:>16}  {:>16}  {:>16}  {:>6}  {:>6}   CPU µs/event client+server(walsender)+NATS, to the 1st event, events/publish: a | b | c",
             "round", MODES[0], MODES[1], MODES[2], "b/a", "b/c"
         );
         let mut ratios = (Vec::new(), Vec::new());
@@ -252,7 +296,7 @@ pub(super) async fn drain(args: &LogArgs, url: &str, poll_url: &str) -> Result<(
             };
             ratios.0.push(b.rate / a.rate);
             ratios.1.push(b.rate / c.rate);
-            let cpu = [a, b, c].map(|m| cpu_text(m.cpu.client, m.cpu.server, m.cpu.walsender));
+            let cpu = [a, b, c].map(|m| cpu_text(&m.cpu, m.first_ms, m.per_call));
             println!(
                 "{round:>5}  {:>16.0}  {:>16.0}  {:>16.0}  {:>6.3}  {:>6.3}   {}",
                 a.rate,
@@ -270,10 +314,16 @@ pub(super) async fn drain(args: &LogArgs, url: &str, poll_url: &str) -> Result<(
             median(&mut values.iter().map(field).collect::<Vec<_>>()).unwrap_or(f64::NAN)
         };
         let cpu = all.each_ref().map(|values| {
+            let cpu = PerEvent {
+                client: med(values, |m| m.cpu.client),
+                server: med(values, |m| m.cpu.server),
+                walsender: med(values, |m| m.cpu.walsender),
+                broker: med(values, |m| m.cpu.broker),
+            };
             cpu_text(
-                med(values, |m| m.cpu.client),
-                med(values, |m| m.cpu.server),
-                med(values, |m| m.cpu.walsender),
+                &cpu,
+                med(values, |m| m.first_ms),
+                med(values, |m| m.per_call),
             )
         });
         println!(

@@ -234,10 +234,11 @@ pub(super) async fn latency(args: &LogArgs, url: &str) -> Result<(), BoxError> {
                  publisher {kind:?}, one event per unit of work"
             );
             println!(
-                "{:>8}  {:>9}  {:>8}  {:>8}  {:>8}  {:>8}  {:>9}  {:>8}  verdict",
+                "{:>8}  {:>9}  {:>8}  {:>6}  {:>8}  {:>8}  {:>8}  {:>9}  {:>8}  verdict",
                 "rate/s",
                 "achieved",
                 "events",
+                "early%",
                 "p50 ms",
                 "p99 ms",
                 "max ms",

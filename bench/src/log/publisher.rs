@@ -44,6 +44,10 @@ pub(super) struct Recorder {
     /// confirmed: a redelivery of an earlier round would otherwise pass for this one's.
     not_before: AtomicI64,
     stale: AtomicUsize,
+    /// When the first event was confirmed.
+    first: std::sync::OnceLock<Instant>,
+    /// `publish` calls.
+    calls: AtomicUsize,
 }
 
 impl Recorder {
@@ -57,7 +61,19 @@ impl Recorder {
             arrivals: record.then(Mutex::default),
             not_before: AtomicI64::new(i64::MIN),
             stale: AtomicUsize::new(0),
+            first: std::sync::OnceLock::new(),
+            calls: AtomicUsize::new(0),
         }
+    }
+
+    /// `publish` calls so far.
+    pub(super) fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// When the first event was confirmed.
+    pub(super) fn first(&self) -> Option<Instant> {
+        self.first.get().copied()
     }
 
     /// Counts events that occurred before `at` as stale from now on.
@@ -109,6 +125,7 @@ impl Recorder {
 
 impl Publisher for Recorder {
     async fn publish(&self, batch: &[Envelope]) -> BatchOutcome {
+        self.calls.fetch_add(1, Ordering::SeqCst);
         let outcome = self.inner.publish(batch).await;
         let now = Instant::now();
         if let Ok(outcomes) = &outcome {
@@ -127,6 +144,9 @@ impl Publisher for Recorder {
             }
             drop(arrivals);
             self.stale.fetch_add(stale, Ordering::SeqCst);
+            if ok > 0 {
+                self.first.get_or_init(|| now);
+            }
             let total = self.confirmed.fetch_add(ok, Ordering::SeqCst) + ok;
             if total >= self.target.load(Ordering::SeqCst) {
                 self.reached.notify_one();

@@ -4,7 +4,7 @@
 //! of the outbox table and acknowledging at each commit. It decodes what the relay decodes
 //! and publishes nothing: what any consumer of the log pays before its own work.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pg_walstream::{
     EventType, LogicalReplicationStream, ReplicationStreamConfig, RetryConfig, StreamingMode,
@@ -35,6 +35,8 @@ pub(super) async fn create(pool: &PgPool, table: &str) -> Result<(), BoxError> {
 pub(super) struct RawStream {
     stream: LogicalReplicationStream,
     cancel: CancellationToken,
+    /// When the first counted insert arrived.
+    first: Option<Instant>,
 }
 
 impl RawStream {
@@ -60,6 +62,7 @@ impl RawStream {
         Ok(Self {
             stream,
             cancel: CancellationToken::new(),
+            first: None,
         })
     }
 
@@ -77,6 +80,7 @@ impl RawStream {
                     ..
                 } if &*name == table && &*schema == "public" => {
                     std::hint::black_box(data);
+                    self.first.get_or_insert_with(Instant::now);
                     seen += 1;
                 }
                 EventType::Commit { end_lsn, .. } => {
@@ -89,6 +93,11 @@ impl RawStream {
             }
         }
         Ok(())
+    }
+
+    /// When the first counted insert arrived.
+    pub(super) fn first(&self) -> Option<Instant> {
+        self.first
     }
 
     /// Reads until the commit of the last counted insert, acknowledges it and closes the
