@@ -761,35 +761,19 @@ async fn a_standby_takes_over_within_the_lease_ttl() {
     db.close().await;
 }
 
-/// A second relay of another outbox configuration on a slot in use gets SQLSTATE 55006:
-/// it waits ("another relay is active") instead of failing, and streams once the slot is
-/// free.
+/// A slot another consumer streams from (here `pg_recvlogical`) answers SQLSTATE 55006:
+/// the relay waits ("another relay is active") instead of failing, and streams once the
+/// slot is free.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slot_in_use_is_waited_for() {
     let Some((db, outbox)) = logical_db("a_slot_in_use_is_waited_for").await else {
         return;
     };
     let slot = slot_name();
-    let first_broker = InProcessBroker::new();
-    let first = Running::start(
-        log_relay(&db, &outbox, &first_broker, &slot)
-            .build()
-            .unwrap(),
-    );
-    wait_for_active_slot(&db, &slot).await;
-    // Another outbox (another lease table) on the same slot, with a publication of its own.
-    let other = Outbox::builder()
-        .outbox_table("outbox_two")
-        .inbox_table("inbox_two")
-        .build()
-        .unwrap();
-    schema::install(db.conn(), &other).await.unwrap();
-    let second_broker = InProcessBroker::new();
-    let second = Running::start(
-        LogRelay::builder(db.conn().clone(), other.clone(), second_broker.clone())
-            .slot(&slot)
-            .publication("outbox_two_pub")
-            .heartbeat_interval(Duration::from_millis(200))
+    let broker = InProcessBroker::new();
+    let quick = || {
+        log_relay(&db, &outbox, &broker, &slot)
+            .lease_ttl(Duration::from_secs(1))
             .backoff(
                 outbox_core::policy::Backoff::new()
                     .with_min_delay(Duration::from_millis(100))
@@ -797,16 +781,93 @@ async fn a_slot_in_use_is_waited_for() {
                     .with_jitter(false),
             )
             .build()
-            .unwrap(),
+            .unwrap()
+    };
+    // The relay creates its slot, then stops; another consumer takes the slot.
+    let creating = Running::start(quick());
+    wait_for_active_slot(&db, &slot).await;
+    creating.stop().await;
+    let active =
+        format!("SELECT 1 AS one FROM pg_replication_slots WHERE slot_name = '{slot}' AND active");
+    eventually("the relay's walsender exits", async || {
+        db.conn()
+            .query_one_raw(Statement::from_string(
+                db.conn().get_database_backend(),
+                active.clone(),
+            ))
+            .await
+            .unwrap()
+            .is_none()
+    })
+    .await;
+    let address = db
+        .url()
+        .trim_start_matches("postgres://postgres@")
+        .to_owned();
+    let (host_port, database) = address.split_once('/').unwrap();
+    let (host, port) = host_port.split_once(':').unwrap();
+    let bindir = outbox_tests::logical_pg::bindir().unwrap();
+    let mut other = std::process::Command::new(bindir.join("pg_recvlogical"))
+        .args(["-h", host, "-p", port, "-U", "postgres", "-d", database])
+        .args(["--slot", &slot, "--start", "-f", "/dev/null"])
+        .args([
+            "-o",
+            "proto_version=1",
+            "-o",
+            &format!("publication_names={slot}"),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_active_slot(&db, &slot).await;
+    let relay = Running::start(quick());
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(!relay.task.is_finished(), "55006 is not fatal");
+    other.kill().unwrap();
+    other.wait().unwrap();
+    let ids = note(&db, &outbox, "a", 0, 2).await;
+    wait_for(&broker, 2).await;
+    assert_eq!(broker.message_ids(), ids);
+    let report = relay.stop().await;
+    assert!(report.restarts > 0, "it waited: {report:?}");
+    db.close().await;
+}
+
+/// A slot of the relay's name that this outbox's relay did not create is never dropped nor
+/// adopted: the relay stops and says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_slot_is_refused() {
+    let Some((db, outbox)) = logical_db("a_foreign_slot_is_refused").await else {
+        return;
+    };
+    let slot = slot_name();
+    db.conn()
+        .execute_unprepared(&format!(
+            "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')"
+        ))
+        .await
+        .unwrap();
+    let relay = log_relay(&db, &outbox, &InProcessBroker::new(), &slot)
+        .build()
+        .unwrap();
+    let error = tokio::time::timeout(WAIT, relay.run(CancellationToken::new()))
+        .await
+        .expect("refused at once")
+        .unwrap_err();
+    assert!(
+        matches!(error, LogRelayError::ForeignSlot { .. }),
+        "{error}"
     );
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    assert!(!second.task.is_finished(), "55006 is not fatal");
-    first.stop().await;
-    let ids = note(&db, &other, "a", 0, 2).await;
-    wait_for(&second_broker, 2).await;
-    assert_eq!(second_broker.message_ids(), ids);
-    let report = second.stop().await;
-    assert!(report.restarts > 0, "{report:?}");
+    let still_there = db
+        .conn()
+        .query_one_raw(Statement::from_string(
+            db.conn().get_database_backend(),
+            format!("SELECT 1 AS one FROM pg_replication_slots WHERE slot_name = '{slot}'"),
+        ))
+        .await
+        .unwrap();
+    assert!(still_there.is_some(), "the foreign slot was not dropped");
     db.close().await;
 }
 

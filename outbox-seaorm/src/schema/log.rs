@@ -1,9 +1,10 @@
 //! The log relay's tables (PostgreSQL only, see [`crate::relay::log`]):
 //!
 //! - `<outbox>_log_slots`: one row per slot — the lease that elects the one active log
-//!   relay of the slot (`owner`, `lease_expires_at`), whether the rows that were in the
-//!   table when the slot was created have been published (`backfilled_at`), and the last
-//!   acknowledged position;
+//!   relay of the slot (`owner`, `lease_expires_at`), when this outbox's relay created the
+//!   server's slot (`slot_created_at`: a slot of that name without it belongs to someone
+//!   else), whether the rows that were in the table when the slot was created have been
+//!   published (`backfilled_at`), and the last acknowledged position;
 //! - `<outbox>_log_dead_letters`: the events a log relay gave up on (the envelope as JSON,
 //!   its error), and under `DeadLetterPolicy::Block` the later events of their aggregates,
 //!   parked in order until an operator requeues or skips the dead one.
@@ -30,6 +31,7 @@ pub(crate) fn statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
         .if_not_exists()
         .col(not_null(col("slot", Kind::Key)).primary_key().to_owned())
         .col(not_null(col("created_at", Kind::Timestamp)))
+        .col(null(col("slot_created_at", Kind::Timestamp)))
         .col(null(col("backfilled_at", Kind::Timestamp)))
         .col(null(col("owner", Kind::Key)))
         .col(not_null(col("lease_expires_at", Kind::Timestamp)))

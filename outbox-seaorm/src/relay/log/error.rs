@@ -63,10 +63,13 @@ pub enum LogRelayError {
         /// `max_replication_slots`.
         max: i32,
     },
-    /// A slot of that name exists but is not a `pgoutput` slot of this database.
+    /// A slot of that name exists but does not belong to this outbox's log relay: another
+    /// plugin or database, or a slot this outbox's relay did not create (never dropped,
+    /// never adopted: its position says nothing about this outbox).
     #[error(
-        "replication slot `{slot}` exists but is not a pgoutput slot of this database \
-         ({detail}); choose another slot name"
+        "replication slot `{slot}` exists but is not this outbox's ({detail}); choose another \
+         slot name, or drop it (`SELECT pg_drop_replication_slot('{slot}')`) if nothing else \
+         uses it"
     )]
     ForeignSlot {
         /// The slot.

@@ -43,6 +43,16 @@ impl<P: Publisher + 'static> LogRelay<P> {
         start::prepare(&self.db, &self.store, &self.config).await?;
         let table_mode = self.outbox.write_mode().message_prefix().is_none();
         let mut exists = self.store.slot(&self.db, slot).await?.is_some();
+        if exists && !lease.ours {
+            // Never dropped nor adopted: its position says nothing about this outbox.
+            return Err(LogRelayError::ForeignSlot {
+                slot: slot.clone(),
+                detail: format!(
+                    "{} has no record of this outbox's relay creating it",
+                    self.outbox.tables().relay.log_slots
+                ),
+            });
+        }
         if exists && table_mode && !lease.backfilled {
             // A backfill was interrupted: a new slot and a new backfill (what was published
             // goes out again with the same ids; nothing is lost).
@@ -51,7 +61,8 @@ impl<P: Publisher + 'static> LogRelay<P> {
             exists = false;
         }
         if !exists {
-            // Cleared before the slot exists: a crash from here on finds no mark.
+            // Recorded before the slot exists: a crash from here on finds the slot ours and
+            // not backfilled.
             self.store
                 .set_log_backfilled(&self.db, slot, me, false)
                 .await?;

@@ -13,6 +13,8 @@ use crate::sql::store::Store;
 /// The slot row a lease holder sees.
 #[derive(Debug, Clone, PartialEq, Eq, FromQueryResult)]
 pub(crate) struct SlotLease {
+    /// Whether this outbox's relay created (or set out to create) the server's slot.
+    pub(crate) ours: bool,
     /// Whether the table's rows of the slot's creation have been published.
     pub(crate) backfilled: bool,
 }
@@ -59,7 +61,8 @@ impl Store {
                  owner = EXCLUDED.owner, lease_expires_at = EXCLUDED.lease_expires_at \
                  WHERE s.owner = EXCLUDED.owner OR s.owner IS NULL \
                  OR s.lease_expires_at < clock_timestamp() \
-                 RETURNING s.backfilled_at IS NOT NULL AS backfilled",
+                 RETURNING s.slot_created_at IS NOT NULL AS ours, \
+                 s.backfilled_at IS NOT NULL AS backfilled",
             );
         match conn.query_one_raw(sql.build()).await? {
             Some(row) => Ok(Some(SlotLease::from_query_result(&row, "")?)),
@@ -85,7 +88,8 @@ impl Store {
         Ok(())
     }
 
-    /// Sets (`done`) or clears the backfill mark of `slot`, while `owner` holds its lease.
+    /// Records that `owner` creates the server's slot now (`creating`: the slot is ours, not
+    /// backfilled yet), or that its backfill is done.
     pub(crate) async fn set_log_backfilled<C: ConnectionTrait>(
         &self,
         conn: &C,
@@ -93,11 +97,15 @@ impl Store {
         owner: &str,
         done: bool,
     ) -> Result<(), DbErr> {
-        let value = if done { "clock_timestamp()" } else { "NULL" };
+        let set = if done {
+            "backfilled_at = clock_timestamp()"
+        } else {
+            "backfilled_at = NULL, slot_created_at = clock_timestamp()"
+        };
         let mut sql = self.sql();
         sql.push("UPDATE ")
             .table(&self.outbox.tables().relay.log_slots)
-            .push(&format!(" SET backfilled_at = {value} WHERE slot = "))
+            .push(&format!(" SET {set} WHERE slot = "))
             .bind(text(slot))
             .push(" AND owner = ")
             .bind(text(owner));
