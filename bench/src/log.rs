@@ -12,9 +12,10 @@
 //!     over the same N inserts, with the relay's stream options, counting the outbox's
 //!     `Insert` events and acknowledging at each commit, publishing nothing.
 //!
-//!   The polling relay's table lives in a second scratch database, so that its fills and
-//!   deletes do not add to the WAL the two slots decode. With the no-op publisher and with
-//!   NATS JetStream (a fresh stream per measurement). Printed: events/s of each, b/a and
+//!   The polling relay's table lives in a second scratch database, and both slots are
+//!   moved past its fill (`pg_replication_slot_advance`) before the N inserts are written,
+//!   so that each stream starts right before its N events and decodes nothing of the
+//!   baseline's. With the no-op publisher and with NATS JetStream (a fresh stream per measurement). Printed: events/s of each, b/a and
 //!   b/c per round and their medians, and CPU per event of this process and of the server.
 //! - **latency** ([`latency`]): producers commit one event per unit of work at a fixed rate
 //!   (default 1 000/s) for `--seconds` while a log relay runs; commit (`commit()` returned)

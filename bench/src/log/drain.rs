@@ -124,8 +124,10 @@ impl Bench<'_> {
         server::wait_released(&self.pool, SLOT).await
     }
 
-    /// The events of one round: N fresh rows in the polled table (vacuumed), N inserts in
-    /// the log outbox, then a checkpoint.
+    /// The events of one round: N fresh rows in the polled table (vacuumed); the two slots
+    /// moved past that WAL (it belongs to another database, and to the benchmark rather than
+    /// to the log relay: each stream then starts right before its N events); N inserts in
+    /// the log outbox; a checkpoint.
     async fn write_events(&self) -> Result<(), BoxError> {
         let args = self.args;
         let clients = args.clients.iter().copied().max().unwrap_or(16);
@@ -146,6 +148,12 @@ impl Bench<'_> {
         sqlx::query("TRUNCATE log_outbox")
             .execute(&self.pool)
             .await?;
+        // The checkpoint logs the running transactions, from where the slots' restart
+        // position can move on too.
+        server::checkpoint(&self.pool).await?;
+        for slot in [SLOT, raw::SLOT] {
+            server::advance_slot(&self.pool, slot).await?;
+        }
         events::write(
             &self.db,
             &self.outbox,

@@ -101,6 +101,16 @@ pub(super) async fn wait_released(pool: &PgPool, slot: &str) -> Result<(), BoxEr
     }
 }
 
+/// Moves `slot` to the current end of the WAL (decoding what lies between, outside any
+/// measurement): the next stream starts right before what is written next.
+pub(super) async fn advance_slot(pool: &PgPool, slot: &str) -> Result<(), BoxError> {
+    sqlx::query("SELECT pg_replication_slot_advance($1, pg_current_wal_lsn())")
+        .bind(slot)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
 /// `CHECKPOINT`, so that no checkpoint of the writes lands in a measurement.
 pub(super) async fn checkpoint(pool: &PgPool) -> Result<(), BoxError> {
     sqlx::query("CHECKPOINT").execute(pool).await?;
