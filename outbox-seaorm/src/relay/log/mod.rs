@@ -22,10 +22,14 @@
 //!
 //! # How it works
 //!
-//! At start the relay checks the server (`wal_level = logical`, the `REPLICATION`
-//! privilege, a free slot), creates the publication (`FOR TABLE <outbox> WITH (publish =
-//! 'insert')`: deletes never stream, no replica identity is needed) and, on first start,
-//! the slot. It then streams from the slot's confirmed position:
+//! At start the relay takes the slot's lease (`<outbox>_log_slots`: one active relay per
+//! slot, the others stand by and take over within `lease_ttl` after it dies), checks the
+//! server (`wal_level = logical`, the `REPLICATION` privilege, a free slot), creates the
+//! publication (`FOR TABLE <outbox> WITH (publish = 'insert')`: deletes never stream, no
+//! replica identity is needed) and, on first start, the slot — with an exported snapshot
+//! whose pending rows it publishes first (the **backfill**: nothing committed before the
+//! slot existed is lost, e.g. when switching from the polling relay). It then streams from
+//! the slot's confirmed position:
 //!
 //! - changes arrive in **commit order**: a transaction that inserted first and committed
 //!   second is published second. No watermark can miss it: the log holds it at its commit.
@@ -33,10 +37,12 @@
 //!   `batch_size` events that span transactions; a batch's last transaction end is
 //!   **acknowledged only once the broker confirmed every event of the batch** (and, batches
 //!   going one after the other, every earlier one). Status updates go to the server at most
-//!   every `feedback_interval` while changes arrive, and once more at shutdown.
+//!   every `feedback_interval` while changes arrive, at once when the stream pauses, and
+//!   once more at shutdown.
 //! - a crash at any point loses nothing: what was not acknowledged is streamed again at
 //!   the next start, with the same message ids (the consumer's inbox applies it once).
-//! - rows are not updated (no mark round trip): in the table they stay `pending`.
+//! - rows are not updated (no mark round trip): in the table they stay `pending` until the
+//!   retention cleanup deletes them (24 h after their transaction's acknowledgement).
 //! - every `heartbeat_interval` the relay writes a transactional logical message that its
 //!   own stream receives and acknowledges, so the slot moves on while the outbox is idle
 //!   (otherwise the server keeps the WAL of every other table's writes for the slot). The
@@ -46,15 +52,20 @@
 //!
 //! A failed event is retried after the backoff, alone with the batch's other failed events,
 //! until it is published or dead after `max_attempts` (a permanent rejection at once);
-//! nothing later is acknowledged meanwhile.
+//! nothing later is acknowledged meanwhile. A dead event is written to
+//! `<outbox>_log_dead_letters` and the slot moves on; under `DeadLetterPolicy::Block` the
+//! later events of its aggregate are parked there in order until an operator requeues or
+//! skips it ([`Operations`](crate::ops::Operations)' `log_dead_letters`, or `outbox
+//! log-dead` on the command line).
 //!
 //! # Errors that stop the relay
 //!
 //! [`run`](LogRelay::run) retries connection and database failures with the backoff (a
 //! second relay on the same slot gets SQLSTATE 55006 and retries until the slot is free).
-//! It stops with an error that says what to do when retrying cannot help: `wal_level` is not
-//! `logical`, the role may not replicate, no slot is free, the slot belongs to something
-//! else, the publication does not cover the outbox, or the server **invalidated** the slot
+//! It stops with an error that says what to do when retrying cannot help: its tables are not
+//! installed, `wal_level` is not `logical`, the role may not replicate, no slot is free, a
+//! slot of its name exists that this outbox's relay did not create (never dropped nor
+//! adopted), the publication does not cover the outbox, or the server **invalidated** the slot
 //! ([`LogRelayError::SlotInvalidated`]: its WAL passed `max_slot_wal_keep_size` and the
 //! events it held are gone from the log).
 
