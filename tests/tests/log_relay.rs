@@ -210,6 +210,26 @@ async fn the_published_envelope_is_the_stored_one() {
         .map(|record| record.envelope)
         .collect();
     assert_eq!(broker.published(), stored);
+    // PostgreSQL 15: the publication lists the envelope's columns only.
+    let columns: String = db
+        .conn()
+        .query_one_raw(Statement::from_string(
+            db.conn().get_database_backend(),
+            format!(
+                "SELECT array_to_string(attnames, ',') AS columns FROM pg_publication_tables \
+                 WHERE pubname = '{slot}'"
+            ),
+        ))
+        .await
+        .unwrap()
+        .unwrap()
+        .try_get("", "columns")
+        .unwrap();
+    assert_eq!(
+        columns,
+        "message_id,event_type,version,aggregate_type,aggregate_id,correlation_id,\
+         causation_id,traceparent,tracestate,headers,occurred_at,payload"
+    );
     relay.stop().await;
     db.close().await;
 }
@@ -232,14 +252,21 @@ async fn a_crash_before_the_acknowledgement_redelivers_the_same_ids() {
     let relay = Running::start(
         log_relay(&db, &outbox, &broker, &slot)
             .lease_ttl(Duration::from_secs(1))
+            .publish_timeout(Duration::from_secs(60))
             .build()
             .unwrap(),
     );
     wait_for_active_slot(&db, &slot).await;
     let first = note(&db, &outbox, "o", 0, 3).await;
-    wait_for(&broker, 3).await;
+    eventually("the broker took a batch", async || broker.hangs() == 1).await;
     relay.crash().await;
-    assert_eq!(broker.hangs(), 1);
+    // The batch the broker took (all three events, or the first ones if the relay took
+    // the batch before the rest of the transaction arrived).
+    let taken = broker.message_ids();
+    assert!(
+        !taken.is_empty() && taken.iter().zip(&first).all(|(a, b)| a == b),
+        "{taken:?}"
+    );
     let second = note(&db, &outbox, "o", 3, 2).await;
 
     let after = InProcessBroker::new();
@@ -252,7 +279,6 @@ async fn a_crash_before_the_acknowledgement_redelivers_the_same_ids() {
         expected,
         "redelivered with the same ids, then the rest"
     );
-    assert_eq!(broker.message_ids(), first);
     assert_eq!(report.published, 5, "{report:?}");
     db.close().await;
 }

@@ -177,7 +177,9 @@ impl<P: Publisher + 'static> LogRelay<P> {
         publishing: &mut Publishing<'_, P>,
         stop: &CancellationToken,
     ) -> Result<(), LogRelayError> {
-        let (changes, received) = mpsc::channel(self.config.batch_size.clamp(64, 8_192) * 2);
+        // A single-event transaction is three changes (begin, insert, commit): room for two
+        // batches of those.
+        let (changes, received) = mpsc::channel(self.config.batch_size.clamp(64, 8_192) * 6);
         let acknowledger = publishing.acknowledger.clone();
         let idle = Arc::clone(&publishing.idle);
         let reading = async {

@@ -30,7 +30,7 @@ pub(super) async fn prepare(
         &database,
         &current_user(db).await?,
     )?;
-    ensure_publication(db, store, config).await
+    ensure_publication(db, store, config, preflight.server_major).await
 }
 
 /// The checks of [`prepare`] on facts already read.
@@ -98,12 +98,13 @@ async fn ensure_publication(
     db: &DatabaseConnection,
     store: &Store,
     config: &LogRelayConfig,
+    server_major: i32,
 ) -> Result<(), LogRelayError> {
     let name = &config.publication;
     let state = match store.publication(db, name).await? {
         Some(state) => state,
         None => {
-            match store.create_publication(db, name).await {
+            match store.create_publication(db, name, server_major).await {
                 Ok(()) => tracing::info!(publication = %name, "log relay created its publication"),
                 Err(error) if sqlstate(&error).as_deref() == Some(DUPLICATE_OBJECT) => {}
                 Err(error) => return Err(error.into()),

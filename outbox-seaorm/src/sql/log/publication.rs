@@ -6,6 +6,25 @@ use sea_orm::{ConnectionTrait, DbErr, FromQueryResult};
 
 use crate::sql::dialect::{quote, text};
 use crate::sql::store::Store;
+use crate::table::OutboxColumns;
+
+/// The columns the log relay reads an envelope from (`relay::log`'s row decoding).
+fn envelope_columns(c: &OutboxColumns) -> [&'static str; 12] {
+    [
+        c.message_id,
+        c.event_type,
+        c.version,
+        c.aggregate_type,
+        c.aggregate_id,
+        c.correlation_id,
+        c.causation_id,
+        c.traceparent,
+        c.tracestate,
+        c.headers,
+        c.occurred_at,
+        c.payload,
+    ]
+}
 
 /// What an existing publication covers.
 #[derive(Debug, Clone, PartialEq, Eq, FromQueryResult)]
@@ -46,20 +65,31 @@ impl Store {
         }
     }
 
-    /// Creates publication `name` over the outbox table, inserts only. Fails with
-    /// `duplicate_object` (42710) when it exists.
+    /// Creates publication `name` over the outbox table, inserts only — on PostgreSQL 15
+    /// and later with a column list of the envelope's columns, so that the walsender
+    /// neither formats nor sends the relay's bookkeeping columns (`status`, `attempts`,
+    /// timestamps …); without a table in message mode (logical messages need a publication
+    /// but no table). Fails with `duplicate_object` (42710) when it exists.
     pub(crate) async fn create_publication<C: ConnectionTrait>(
         &self,
         conn: &C,
         name: &str,
+        server_major: i32,
     ) -> Result<(), DbErr> {
         let mut sql = self.sql();
-        sql.push(&format!(
-            "CREATE PUBLICATION {} FOR TABLE ",
-            quote(self.backend, name)
-        ))
-        .table(self.outbox.outbox_table())
-        .push(" WITH (publish = 'insert')");
+        sql.push(&format!("CREATE PUBLICATION {}", quote(self.backend, name)));
+        if self.outbox.write_mode().message_prefix().is_none() {
+            sql.push(" FOR TABLE ").table(self.outbox.outbox_table());
+            if server_major >= 15 {
+                let columns = envelope_columns(self.outbox.columns())
+                    .iter()
+                    .map(|column| quote(self.backend, column))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                sql.push(&format!(" ({columns})"));
+            }
+        }
+        sql.push(" WITH (publish = 'insert')");
         conn.execute_raw(sql.build()).await?;
         Ok(())
     }
