@@ -23,7 +23,7 @@
 //!   / max; then the rate steps up until the relay falls behind (its backlog grows) or the
 //!   producers cannot reach the rate, and the highest sustained rate is printed with its
 //!   latencies.
-//! - **write** ([`write`]): commits/s of a unit of work writing one `OrderPlacedV1` envelope
+//! - **write** ([`write`](mod@write)): commits/s of a unit of work writing one `OrderPlacedV1` envelope
 //!   and nothing else in (a) table mode, (b) table mode with `remove_after_insert`, (c)
 //!   message mode, and (d) the same outbox row inserted with raw sqlx, at 1 / 4 / 16
 //!   clients. Printed: c/a, b/a and a/d.
