@@ -97,18 +97,33 @@ pub(crate) fn message_envelope(
         .with_max_payload_bytes(limit)
         .decode_json(content)
         .map_err(|error| {
-            // What can still be read of a message that does not decode, for the dead letter.
-            let value: serde_json::Value =
-                serde_json::from_slice(content.get(..limit).unwrap_or(content)).unwrap_or_default();
-            let field = |name: &str| value.get(name).and_then(|v| v.as_str()).unwrap_or_default();
+            // What can still be read of a message that does not decode, for the dead letter:
+            // the key fields come before the payload, so a bounded prefix holds them.
+            let prefix = String::from_utf8_lossy(content.get(..KEY_PREFIX).unwrap_or(content));
+            let field = |name: &str| string_field(&prefix, name).unwrap_or_default();
             UnreadableRow {
-                message_id: Uuid::parse_str(field("message_id")).ok(),
-                event_type: field("event_type").to_owned(),
-                aggregate_type: field("aggregate_type").to_owned(),
-                aggregate_id: field("aggregate_id").to_owned(),
+                message_id: Uuid::parse_str(&field("message_id")).ok(),
+                event_type: field("event_type"),
+                aggregate_type: field("aggregate_type"),
+                aggregate_id: field("aggregate_id"),
                 error: format!("logical message: {error}"),
             }
         })
+}
+
+/// Bytes of an unreadable message searched for its key fields.
+const KEY_PREFIX: usize = 4 * 1024;
+
+/// The string value of the first `"name":` in `json` (which may be cut short or broken
+/// after it).
+fn string_field(json: &str, name: &str) -> Option<String> {
+    let key = format!("\"{name}\"");
+    let after = &json[json.find(&key)? + key.len()..];
+    let value = after.trim_start().strip_prefix(':')?;
+    serde_json::Deserializer::from_str(value)
+        .into_iter::<String>()
+        .next()?
+        .ok()
 }
 
 fn column_error(column: &str, error: impl std::fmt::Display) -> String {
