@@ -30,6 +30,7 @@
 //!     "m20260601_000001_create_relay_tables__ordering_outbox",
 //!     "m20261201_000001_create_inbox_dead_letters__ordering_inbox",
 //!     "m20261204_000001_create_consumer_leases__ordering_inbox",
+//!     "m20261205_000001_create_log_relay_tables__ordering_outbox",
 //! ]);
 //! ```
 //!
