@@ -46,3 +46,38 @@ pub fn median(values: &mut [f64]) -> Option<f64> {
         n => Some(f64::midpoint(values[n / 2 - 1], values[n / 2])),
     }
 }
+
+/// `clients` tasks, each calling `op` over and over until `duration` has passed: the calls
+/// completed in all, and the time it took (a benchmark's measured cell).
+///
+/// # Errors
+/// The first error of a call, or a task that panicked.
+pub async fn concurrently<F, Fut>(
+    clients: usize,
+    duration: Duration,
+    op: F,
+) -> Result<(u64, Duration), Box<dyn std::error::Error + Send + Sync>>
+where
+    F: Fn() -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), Box<dyn std::error::Error + Send + Sync>>> + Send,
+{
+    let start = std::time::Instant::now();
+    let deadline = start + duration;
+    let mut tasks = Vec::with_capacity(clients);
+    for _ in 0..clients {
+        let op = op.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut done = 0_u64;
+            while std::time::Instant::now() < deadline {
+                op().await?;
+                done += 1;
+            }
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(done)
+        }));
+    }
+    let mut total = 0;
+    for task in tasks {
+        total += task.await??;
+    }
+    Ok((total, start.elapsed()))
+}

@@ -6,7 +6,7 @@
 
 use std::error::Error;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bookstore_contracts::{MoneyV1, OrderPlacedV1, OrderedBookV1};
 use chrono::Utc;
@@ -378,25 +378,12 @@ async fn cell(
     clients: usize,
     duration: Duration,
 ) -> Result<(u64, Duration), BoxError> {
-    let start = Instant::now();
-    let deadline = start + duration;
-    let mut tasks = Vec::with_capacity(clients);
-    for _ in 0..clients {
-        let bench = Arc::clone(bench);
-        tasks.push(tokio::spawn(async move {
-            let mut done = 0u64;
-            while Instant::now() < deadline {
-                bench.once(mode).await?;
-                done += 1;
-            }
-            Ok::<u64, BoxError>(done)
-        }));
-    }
-    let mut total = 0;
-    for task in tasks {
-        total += task.await??;
-    }
-    Ok((total, start.elapsed()))
+    let bench = Arc::clone(bench);
+    crate::measure::concurrently(clients, duration, move || {
+        let bench = Arc::clone(&bench);
+        async move { bench.once(mode).await }
+    })
+    .await
 }
 
 /// Runs the benchmark.

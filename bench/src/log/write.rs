@@ -3,7 +3,7 @@
 //! see the [parent module](super).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bookstore_contracts::OrderPlacedV1;
 use chrono::Utc;
@@ -102,25 +102,12 @@ async fn cell(
     clients: usize,
     duration: Duration,
 ) -> Result<(u64, Duration), BoxError> {
-    let start = Instant::now();
-    let deadline = start + duration;
-    let mut tasks = Vec::with_capacity(clients);
-    for _ in 0..clients {
-        let bench = Arc::clone(bench);
-        tasks.push(tokio::spawn(async move {
-            let mut done = 0_u64;
-            while Instant::now() < deadline {
-                bench.once(mode).await?;
-                done += 1;
-            }
-            Ok::<_, BoxError>(done)
-        }));
-    }
-    let mut total = 0;
-    for task in tasks {
-        total += task.await??;
-    }
-    Ok((total, start.elapsed()))
+    let bench = Arc::clone(bench);
+    crate::measure::concurrently(clients, duration, move || {
+        let bench = Arc::clone(&bench);
+        async move { bench.once(mode).await }
+    })
+    .await
 }
 
 /// The benchmark.
