@@ -7,6 +7,7 @@
 //! not drop a database that still has one; the demo's database cleanup drops a slot a
 //! failed scenario left behind).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use outbox_core::in_process::InProcessBroker;
@@ -19,7 +20,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::broker::{Channel, Outage};
+use crate::broker::{Channel, DemoPublisher, Outage, Tally};
 use crate::env::Env;
 use crate::error::DemoError;
 
@@ -96,6 +97,23 @@ pub(crate) async fn staged<T>(
 }
 
 impl LogStage<'_> {
+    /// A relay of [`relay`](Self::relay) publishing to a [`Tally`] of the scenario's broker,
+    /// started and streaming (the opening of scenarios 3 and 5).
+    pub(crate) async fn streaming_relay(
+        &self,
+        outbox: &Outbox,
+        instance: &str,
+    ) -> Result<(Arc<Tally<DemoPublisher>>, Running), DemoError> {
+        let publisher = Arc::new(Tally::new(self.channel.publisher().await?));
+        let relay = self
+            .relay(outbox, Arc::clone(&publisher), instance)
+            .build()
+            .map_err(failure)?;
+        let mut relay = Running::start(relay);
+        relay.streaming(self).await?;
+        Ok((publisher, relay))
+    }
+
     /// A log relay on the scenario's slot with the demo's timings: heartbeats every 200 ms,
     /// status updates at most every 50 ms, a 2 s lease ([`LEASE_TTL`]), a 3 s publish
     /// timeout and a deterministic backoff from 200 ms to 1 s.

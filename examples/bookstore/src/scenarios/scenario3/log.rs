@@ -7,19 +7,17 @@
 //! after its backoff; once the broker is back the retry publishes the event. Nothing is
 //! lost, and the row stays `pending`: the log relay reads the log and never marks rows.
 
-use std::sync::Arc;
-
 use outbox_seaorm::Outbox;
 use outbox_seaorm::record::OutboxRecord;
 use outbox_seaorm::schema::{self, OutboxStatus};
 use uuid::Uuid;
 
 use super::{CLAIM, TITLE};
-use crate::broker::{Outage, Tally};
+use crate::broker::Outage;
 use crate::env::Env;
 use crate::error::DemoError;
 use crate::ordering::{self, PlaceOrder, PlaceOrderError};
-use crate::scenarios::log_relay::{self, LogStage, Running, WAIT};
+use crate::scenarios::log_relay::{self, LogStage, WAIT};
 use crate::scenarios::{Report, expect};
 
 /// What scenario 3 measured with the log relay.
@@ -178,13 +176,7 @@ async fn play(stage: &LogStage<'_>) -> Result<Scenario3Log, DemoError> {
     let outbox = Outbox::default();
     schema::install(db, &outbox).await?;
     ordering::create_tables(db).await?;
-    let publisher = Arc::new(Tally::new(stage.channel.publisher().await?));
-    let relay = stage
-        .relay(&outbox, Arc::clone(&publisher), "relay-1")
-        .build()
-        .map_err(log_relay::failure)?;
-    let mut relay = Running::start(relay);
-    relay.streaming(stage).await?;
+    let (publisher, relay) = stage.streaming_relay(&outbox, "relay-1").await?;
 
     stage.channel.go_down();
     let (checkout, customer) = (Uuid::now_v7(), Uuid::now_v7());

@@ -8,7 +8,6 @@
 //! order — and loses nothing, without any status on the row.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use outbox_seaorm::Outbox;
 use outbox_seaorm::record::OutboxRecord;
@@ -19,11 +18,11 @@ use super::{
     AdaAtTheGate, SeenRow, TITLE, WatermarkRelay, read, sequences_line, watermark_deviations,
     watermark_lines,
 };
-use crate::broker::{Outage, Tally};
+use crate::broker::Outage;
 use crate::env::Env;
 use crate::error::DemoError;
 use crate::ordering::{self, PlaceOrder};
-use crate::scenarios::log_relay::{self, LogStage, Running, WAIT};
+use crate::scenarios::log_relay::{self, LogStage, WAIT};
 use crate::scenarios::{Report, expect, outbox_error};
 
 /// What the scenario proves with the log relay.
@@ -139,13 +138,7 @@ async fn play(stage: &LogStage<'_>) -> Result<Scenario5Log, DemoError> {
     schema::install(db, &outbox).await?;
     ordering::create_tables(db).await?;
     // Streaming first: creating a slot waits for the transactions open at that moment.
-    let publisher = Arc::new(Tally::new(stage.channel.publisher().await?));
-    let relay = stage
-        .relay(&outbox, Arc::clone(&publisher), "relay-1")
-        .build()
-        .map_err(log_relay::failure)?;
-    let mut relay = Running::start(relay);
-    relay.streaming(stage).await?;
+    let (publisher, relay) = stage.streaming_relay(&outbox, "relay-1").await?;
 
     let ada_at_the_gate = AdaAtTheGate::start(db, &outbox).await?;
     let alan_order = ordering::place_order(
