@@ -116,11 +116,9 @@ pub(crate) async fn purge(
     result?;
     released?;
     if total > 0 {
-        let labels = [
-            metrics::Label::new("outbox", outbox.outbox_table().to_string()),
-            metrics::Label::new("table", table.label()),
-        ];
-        metrics::counter!(metric::PURGED_ROWS, labels.to_vec()).increment(total);
+        let mut labels = outbox.metric_labels().to_vec();
+        labels.push(metrics::Label::new("table", table.label()));
+        metrics::counter!(metric::PURGED_ROWS, labels).increment(total);
     }
     Ok(Some(total))
 }

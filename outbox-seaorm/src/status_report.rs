@@ -130,10 +130,7 @@ pub(crate) async fn read(
     let live_relays = store.live_instances(db, now, Members::All).await?;
     let age = |at: DateTime<Utc>| (now - at).to_std().unwrap_or(Duration::ZERO);
     let oldest_claimable_age = summary.oldest.map(age);
-    let labels = vec![metrics::Label::new(
-        "outbox",
-        outbox.outbox_table().to_string(),
-    )];
+    let labels = outbox.metric_labels().to_vec();
     let report = StatusReport {
         outbox: outbox.outbox_table().to_string(),
         pending: u64::try_from(summary.pending).unwrap_or(0),

@@ -101,6 +101,16 @@ impl Memory {
 }
 
 impl Memory {
+    /// The recorder of this test binary, installed as the global one by the first test that
+    /// asks: for a binary whose tests record disjoint label values and may run concurrently.
+    ///
+    /// # Panics
+    /// When another global recorder is installed already.
+    pub fn shared() -> &'static Memory {
+        static SHARED: std::sync::OnceLock<&'static Memory> = std::sync::OnceLock::new();
+        SHARED.get_or_init(Memory::install)
+    }
+
     /// A new recorder, installed as the global one (once per process).
     ///
     /// # Panics

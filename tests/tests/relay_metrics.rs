@@ -16,7 +16,7 @@ use outbox_tests::metrics::Memory;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_emits_documented_metrics() {
-    let memory = Memory::install();
+    let memory = Memory::shared();
     let db = TestDb::sqlite_memory().await;
     let outbox = Outbox::default();
     schema::install(db.conn(), &outbox).await.unwrap();
@@ -107,4 +107,63 @@ async fn relay_emits_documented_metrics() {
         assert!(!key.contains("ok-1") && !key.contains("relay-"), "{key}");
     }
     db.close().await;
+}
+
+/// Two databases with an outbox table of the same name, told apart by the extra label of
+/// each `Outbox` (what a process relaying for several tenants does): each relay's metrics and
+/// each status report carry its own label, and their counts do not mix.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extra_label_tells_two_databases_apart() {
+    let memory = Memory::shared();
+    let mut tenants = Vec::new();
+    for (tenant, orders) in [("tenant_a", 3), ("tenant_b", 5)] {
+        let db = TestDb::sqlite_memory().await;
+        let outbox = Outbox::builder()
+            .outbox_table("labelled_outbox")
+            .metric_label("relay", tenant)
+            .build()
+            .unwrap();
+        schema::install(db.conn(), &outbox).await.unwrap();
+        let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+        for n in 0..orders {
+            uow.raise(OrderingEvent::Noted {
+                order_id: format!("{tenant}-{n}"),
+                n: 0,
+            });
+        }
+        uow.commit().await.unwrap();
+        tenants.push((tenant, orders, db, outbox));
+    }
+    let broker = InProcessBroker::new();
+    for (_, _, db, outbox) in &tenants {
+        let mut relay = Relay::builder(db.conn().clone(), outbox.clone(), broker.clone())
+            .build()
+            .unwrap();
+        relay.drain().await.unwrap();
+        Operations::new(db.conn().clone(), outbox.clone())
+            .status()
+            .await
+            .unwrap();
+    }
+    for (tenant, orders, _, _) in &tenants {
+        let labels = format!("outbox=labelled_outbox,relay={tenant}");
+        assert_eq!(
+            memory.counter(&format!("{}{{{labels}}}", metric::PUBLISHED)),
+            *orders,
+            "{tenant}"
+        );
+        assert_eq!(
+            memory.gauge(&format!("{}{{{labels}}}", metric::PENDING_ROWS)),
+            0.0
+        );
+        assert!(memory.gauge(&format!("{}{{{labels}}}", metric::RELAY_HEARTBEAT)) > 1.7e9);
+    }
+    assert_eq!(
+        memory.counter(&format!("{}{{outbox=labelled_outbox}}", metric::PUBLISHED)),
+        0,
+        "no unlabelled series"
+    );
+    for (_, _, db, _) in tenants {
+        db.close().await;
+    }
 }

@@ -39,6 +39,7 @@ pub struct OutboxBuilder {
     trace_source: TraceContextSource,
     jobs: Vec<Job>,
     write_mode: WriteMode,
+    metric_labels: Vec<(String, String)>,
 }
 
 impl Default for OutboxBuilder {
@@ -58,6 +59,7 @@ impl Default for OutboxBuilder {
             trace_source: trace::default_source(),
             jobs: Vec::new(),
             write_mode: WriteMode::default(),
+            metric_labels: Vec::new(),
         }
     }
 }
@@ -168,6 +170,19 @@ impl OutboxBuilder {
         self
     }
 
+    /// Adds a constant label to every metric that the relays, the log relay, the status
+    /// report, the retention purge and the operations of this outbox record, beside
+    /// `outbox` (the table). A process that runs the relays of several databases tells them
+    /// apart with it (the `outbox` relay service labels each with `relay = <name>`).
+    ///
+    /// The key must be a Prometheus label name (`[a-zA-Z_][a-zA-Z0-9_]*`, not starting with
+    /// `__`) other than the labels the outbox records itself (`outbox`, `event_type`,
+    /// `class`, `consumer`, `table`, `slot`, `status`, `mode`, `action`, `reason`), given once.
+    pub fn metric_label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.metric_labels.push((key.into(), value.into()));
+        self
+    }
+
     /// Validates the settings.
     ///
     /// # Errors
@@ -212,6 +227,7 @@ impl OutboxBuilder {
         if let Some(reason) = self.write_mode.problem() {
             return Err(ConfigError::WriteMode { reason });
         }
+        let metric_labels = metric_labels(&outbox_table, self.metric_labels)?;
         Ok(Outbox(Arc::new(Settings {
             tables: TableNames::derive(outbox_table, inbox_table),
             naming: self.naming,
@@ -229,6 +245,51 @@ impl OutboxBuilder {
             statements: StatementCache::default(),
             jobs,
             write_mode: self.write_mode,
+            metric_labels,
         })))
     }
+}
+
+/// The labels the outbox records itself: an extra label may not take one of their keys.
+const RECORDED_LABELS: [&str; 10] = [
+    "outbox",
+    "event_type",
+    "class",
+    "consumer",
+    "table",
+    "slot",
+    "status",
+    "mode",
+    "action",
+    "reason",
+];
+
+/// `outbox = <table>` followed by the validated extra labels.
+fn metric_labels(
+    table: &TableName,
+    extra: Vec<(String, String)>,
+) -> Result<Vec<metrics::Label>, ConfigError> {
+    let mut labels = vec![metrics::Label::new("outbox", table.to_string())];
+    for (key, value) in extra {
+        let mut chars = key.chars();
+        let well_formed = chars
+            .next()
+            .is_some_and(|first| first.is_ascii_alphabetic() || first == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !key.starts_with("__");
+        let problem = if !well_formed {
+            Some("not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not starting with `__`)")
+        } else if RECORDED_LABELS.contains(&key.as_str()) {
+            Some("the outbox records this label itself")
+        } else if labels.iter().any(|label| label.key() == key) {
+            Some("given twice")
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            return Err(ConfigError::MetricLabel { key, problem });
+        }
+        labels.push(metrics::Label::new(key, value));
+    }
+    Ok(labels)
 }

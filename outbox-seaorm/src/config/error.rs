@@ -70,4 +70,12 @@ pub enum ConfigError {
         /// The event type.
         event_type: String,
     },
+    /// An extra metric label ([`OutboxBuilder::metric_label`]) is rejected.
+    #[error("invalid metric label `{key}`: {problem}")]
+    MetricLabel {
+        /// The rejected key.
+        key: String,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
 }

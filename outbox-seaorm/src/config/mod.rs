@@ -98,6 +98,8 @@ struct Settings {
     jobs: BTreeMap<String, Job>,
     /// How commits write their envelopes.
     write_mode: WriteMode,
+    /// `outbox = <table>` and the extra labels of the builder.
+    metric_labels: Vec<metrics::Label>,
 }
 
 impl Default for Outbox {
@@ -166,6 +168,12 @@ impl Outbox {
     /// The maximum estimated bytes per `INSERT`.
     pub fn chunk_bytes(&self) -> usize {
         self.0.chunk_bytes
+    }
+
+    /// The labels of every metric recorded for this outbox: `outbox = <table>`, then the
+    /// extra labels of [`OutboxBuilder::metric_label`].
+    pub fn metric_labels(&self) -> &[metrics::Label] {
+        &self.0.metric_labels
     }
 
     /// How commits write their envelopes (see [`WriteMode`]).
@@ -288,6 +296,58 @@ mod tests {
         assert_eq!(outbox.after_commit_channel(), Some("outbox_pending"));
         let silent = Outbox::builder().notify_channel(None).build().unwrap();
         assert_eq!(silent.after_commit_channel(), None);
+    }
+
+    #[test]
+    fn metric_labels_follow_the_table_and_reject_clashes() {
+        let outbox = Outbox::builder()
+            .outbox_table("app.orders_outbox")
+            .metric_label("relay", "orders")
+            .metric_label("tenant_id", "7")
+            .build()
+            .unwrap();
+        let labels: Vec<(&str, &str)> = outbox
+            .metric_labels()
+            .iter()
+            .map(|label| (label.key(), label.value()))
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                ("outbox", "app.orders_outbox"),
+                ("relay", "orders"),
+                ("tenant_id", "7")
+            ]
+        );
+        for (key, problem) in [
+            ("event_type", "the outbox records this label itself"),
+            ("outbox", "the outbox records this label itself"),
+            ("9lives", "not a Prometheus label name"),
+            ("__name__", "not a Prometheus label name"),
+            ("a-b", "not a Prometheus label name"),
+            ("", "not a Prometheus label name"),
+        ] {
+            match Outbox::builder().metric_label(key, "x").build() {
+                Err(ConfigError::MetricLabel {
+                    key: rejected,
+                    problem: said,
+                }) => {
+                    assert_eq!(rejected, key);
+                    assert!(said.starts_with(problem), "{key}: {said}");
+                }
+                other => panic!("{key}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            Outbox::builder()
+                .metric_label("relay", "a")
+                .metric_label("relay", "b")
+                .build(),
+            Err(ConfigError::MetricLabel {
+                problem: "given twice",
+                ..
+            })
+        ));
     }
 
     #[test]

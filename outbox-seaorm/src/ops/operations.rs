@@ -26,10 +26,7 @@ impl Operations {
     /// Operations on `outbox` in `db`.
     pub fn new(db: DatabaseConnection, outbox: Outbox) -> Self {
         let store = Store::new(&outbox, db.get_database_backend());
-        let labels = vec![metrics::Label::new(
-            "outbox",
-            outbox.outbox_table().to_string(),
-        )];
+        let labels = outbox.metric_labels().to_vec();
         Self {
             db,
             outbox,

@@ -213,10 +213,7 @@ impl<P: Publisher + 'static> RelayBuilder<P> {
             }
             _ => Vec::new(),
         };
-        let labels = vec![metrics::Label::new(
-            "outbox",
-            self.outbox.outbox_table().to_string(),
-        )];
+        let labels = self.outbox.metric_labels().to_vec();
         Ok(Relay::new(Core {
             db: self.db,
             outbox: self.outbox,

@@ -180,7 +180,12 @@ pub enum RelayConfigError {
 }
 
 impl RelayConfig {
-    pub(crate) fn validate(&self) -> Result<(), RelayConfigError> {
+    /// Checks the settings as [`RelayBuilder::build`](super::RelayBuilder::build) does,
+    /// without a database: what a configuration file checker can tell before it connects.
+    ///
+    /// # Errors
+    /// [`RelayConfigError`] naming the first rejected setting.
+    pub fn validate(&self) -> Result<(), RelayConfigError> {
         for (setting, value) in [
             ("batch_size", self.batch_size),
             ("max_attempts", self.max_attempts as usize),

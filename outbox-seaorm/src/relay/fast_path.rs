@@ -97,10 +97,7 @@ impl<P: Publisher + 'static> FastPath<P> {
         config: RelayConfig,
     ) -> Self {
         let store = Store::new(&outbox, db.get_database_backend());
-        let labels = vec![metrics::Label::new(
-            "outbox",
-            outbox.outbox_table().to_string(),
-        )];
+        let labels = outbox.metric_labels().to_vec();
         Self {
             db,
             outbox,

@@ -45,6 +45,36 @@ impl<P> std::fmt::Debug for LogRelayBuilder<P> {
     }
 }
 
+/// Checks a replication slot name as [`LogRelayBuilder::slot`] needs it: lower-case
+/// letters, digits and `_`, 1 to 63 characters.
+///
+/// # Errors
+/// [`LogRelayError::Config`] saying what is wrong with it.
+pub fn validate_slot_name(name: &str) -> Result<(), LogRelayError> {
+    match slot_name_problem(name) {
+        Some(reason) => Err(LogRelayError::Config {
+            setting: "slot",
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Checks a publication name as [`LogRelayBuilder::publication`] needs it: an identifier
+/// (`[A-Za-z_][A-Za-z0-9_]*`, at most 63 characters).
+///
+/// # Errors
+/// [`LogRelayError::Config`] saying what is wrong with it.
+pub fn validate_publication_name(name: &str) -> Result<(), LogRelayError> {
+    match identifier_problem(name) {
+        Some(reason) => Err(LogRelayError::Config {
+            setting: "publication",
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Why `name` is not a replication slot name (`[a-z0-9_]`, 1 to 63 characters).
 fn slot_name_problem(name: &str) -> Option<String> {
     if name.is_empty() || name.len() > MAX_IDENTIFIER_LEN {

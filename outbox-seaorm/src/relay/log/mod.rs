@@ -85,7 +85,7 @@ use outbox_core::publish::Publisher;
 use sea_orm::DatabaseConnection;
 use tokio_util::sync::CancellationToken;
 
-pub use builder::LogRelayBuilder;
+pub use builder::{LogRelayBuilder, validate_publication_name, validate_slot_name};
 pub use config::LogRelayConfig;
 pub use error::LogRelayError;
 pub use report::LogRelayReport;
@@ -120,10 +120,7 @@ impl<P> std::fmt::Debug for LogRelay<P> {
 impl<P> LogRelay<P> {
     fn new(db: DatabaseConnection, outbox: Outbox, publisher: P, config: LogRelayConfig) -> Self {
         let store = Store::new(&outbox, db.get_database_backend());
-        let labels = vec![metrics::Label::new(
-            "outbox",
-            outbox.outbox_table().to_string(),
-        )];
+        let labels = outbox.metric_labels().to_vec();
         Self {
             db,
             outbox,

@@ -1,0 +1,454 @@
+//! `[relay.broker]`: where a relay publishes, with the settings of `outbox-brokers`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use outbox_brokers::route::{PartitionedRoute, Route};
+
+use super::env::Overrides;
+use super::file::{FileBroker, FileRoute, FileStream};
+use super::problem::Problems;
+use super::secret::Secret;
+use super::value::{choice, positive_duration};
+
+/// The broker a relay publishes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BrokerKind {
+    /// NATS JetStream (`nats://host:4222`).
+    Nats,
+    /// RabbitMQ with publisher confirms (`amqp://user:password@host:5672/vhost`).
+    RabbitMq,
+    /// Kafka, idempotent producer (bootstrap servers `host:9092,host:9092`).
+    Kafka,
+    /// Redis Streams (`redis://host:6379`).
+    Redis,
+}
+
+impl BrokerKind {
+    /// `nats`, `rabbitmq`, `kafka` or `redis`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Nats => "nats",
+            Self::RabbitMq => "rabbitmq",
+            Self::Kafka => "kafka",
+            Self::Redis => "redis",
+        }
+    }
+}
+
+/// How an event type becomes a destination (see [`Route`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RouteSettings {
+    /// `<prefix><event type>`: the default for NATS and RabbitMQ.
+    EventType {
+        /// Prepended as is.
+        prefix: String,
+    },
+    /// `<prefix><context>`: the default for Kafka and Redis, which order within one
+    /// topic or stream only.
+    Context {
+        /// Prepended as is.
+        prefix: String,
+    },
+    /// Always `destination`.
+    Fixed {
+        /// The subject, routing key, topic or stream.
+        destination: String,
+    },
+    /// `<prefix><partition>` (or `<prefix><context>.<partition>` with
+    /// `with_event_type`), for partitioned consumers.
+    Partitioned {
+        /// Prepended as is.
+        prefix: String,
+        /// How many partitions.
+        partitions: u32,
+        /// Whether the destination names the context before the partition.
+        with_event_type: bool,
+    },
+}
+
+impl RouteSettings {
+    /// The broker route.
+    pub fn route(&self) -> Route {
+        match self {
+            Self::EventType { prefix } => Route::event_type(prefix.clone()),
+            Self::Context { prefix } => Route::context(prefix.clone()),
+            Self::Fixed { destination } => Route::fixed(destination.clone()),
+            Self::Partitioned {
+                prefix,
+                partitions,
+                with_event_type,
+            } => {
+                let mut route = PartitionedRoute::new(prefix.clone(), *partitions);
+                if *with_event_type {
+                    route = route.with_event_type();
+                }
+                Route::partitioned(route)
+            }
+        }
+    }
+}
+
+/// A JetStream stream the relay makes sure exists before it publishes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StreamSettings {
+    /// The stream's name.
+    pub name: String,
+    /// The subjects it captures (`bookstore.>`).
+    pub subjects: Vec<String>,
+    /// The de-duplication window (`Nats-Msg-Id`).
+    pub duplicate_window: Option<Duration>,
+    /// How long messages are kept.
+    pub max_age: Option<Duration>,
+    /// Replicas.
+    pub replicas: Option<usize>,
+}
+
+/// The broker of one relay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BrokerSettings {
+    /// Which broker.
+    pub kind: BrokerKind,
+    /// Its URL (Kafka: the bootstrap servers).
+    pub url: Secret,
+    /// Where each event goes.
+    pub route: RouteSettings,
+    /// RabbitMQ: the exchange.
+    pub exchange: Option<String>,
+    /// NATS: the stream to ensure.
+    pub stream: Option<StreamSettings>,
+    /// How long the broker may take to confirm a message (NATS ack, RabbitMQ confirm,
+    /// Kafka delivery).
+    pub ack_timeout: Option<Duration>,
+    /// Kafka: librdkafka producer properties.
+    pub options: BTreeMap<String, String>,
+    /// Redis: the approximate `MAXLEN` of each stream.
+    pub max_len: Option<usize>,
+}
+
+/// Checks `relay[i].broker` (at `path`).
+pub(crate) fn check(
+    file: Option<&FileBroker>,
+    path: &str,
+    overrides: &Overrides,
+    problems: &mut Problems,
+) -> Option<BrokerSettings> {
+    let Some(file) = file else {
+        problems.add(
+            path,
+            "missing: the broker to publish to ([relay.broker] with `kind` and `url`)",
+        );
+        return None;
+    };
+    let before = problems.len();
+    let kind = match &file.kind {
+        Some(text) => choice(
+            problems,
+            &format!("{path}.kind"),
+            text,
+            &[
+                ("nats", BrokerKind::Nats),
+                ("rabbitmq", BrokerKind::RabbitMq),
+                ("kafka", BrokerKind::Kafka),
+                ("redis", BrokerKind::Redis),
+            ],
+        ),
+        None => {
+            problems.add(
+                format!("{path}.kind"),
+                "missing: `nats`, `rabbitmq`, `kafka` or `redis`",
+            );
+            None
+        }
+    }?;
+    let at = overrides.at(&format!("{path}.url"));
+    let url = match &file.url {
+        Some(url) => {
+            if let Some(problem) = url_problem(kind, url) {
+                problems.add(at.name(), problem);
+            }
+            Some(Secret::new(url.clone()))
+        }
+        None => {
+            problems.add(
+                at.name(),
+                "missing: the broker's URL (or OUTBOX_RELAY_<NAME>_BROKER_URL)",
+            );
+            None
+        }
+    };
+    let route = check_route(
+        file.route.as_ref(),
+        kind,
+        &format!("{path}.route"),
+        problems,
+    );
+    let only = |problems: &mut Problems, key: &str, present: bool, broker: BrokerKind| {
+        if present && kind != broker {
+            problems.add(
+                format!("{path}.{key}"),
+                format!("only for `kind = \"{}\"`", broker.as_str()),
+            );
+        }
+    };
+    only(
+        problems,
+        "exchange",
+        file.exchange.is_some(),
+        BrokerKind::RabbitMq,
+    );
+    only(problems, "stream", file.stream.is_some(), BrokerKind::Nats);
+    only(
+        problems,
+        "options",
+        file.options.is_some(),
+        BrokerKind::Kafka,
+    );
+    only(
+        problems,
+        "max_len",
+        file.max_len.is_some(),
+        BrokerKind::Redis,
+    );
+    if kind == BrokerKind::RabbitMq {
+        match &file.exchange {
+            Some(exchange) if exchange.is_empty() => problems.add(
+                format!("{path}.exchange"),
+                "empty: RabbitMQ's default exchange routes by queue name; name the exchange",
+            ),
+            Some(_) => {}
+            None => problems.add(
+                format!("{path}.exchange"),
+                "missing: the exchange to publish to",
+            ),
+        }
+    }
+    let stream = file
+        .stream
+        .as_ref()
+        .and_then(|stream| check_stream(stream, &format!("{path}.stream"), problems));
+    let ack_timeout = file
+        .ack_timeout
+        .as_ref()
+        .and_then(|text| positive_duration(problems, &format!("{path}.ack_timeout"), text));
+    if file.max_len == Some(0) {
+        problems.add(format!("{path}.max_len"), "must be at least 1");
+    }
+    if problems.len() > before {
+        return None;
+    }
+    Some(BrokerSettings {
+        kind,
+        url: url?,
+        route: route?,
+        exchange: file.exchange.clone(),
+        stream,
+        ack_timeout,
+        options: file.options.clone().unwrap_or_default(),
+        max_len: file.max_len,
+    })
+}
+
+/// What is wrong with `url` for `kind`, if anything.
+fn url_problem(kind: BrokerKind, url: &str) -> Option<String> {
+    if kind == BrokerKind::Kafka {
+        let bad: Vec<&str> = url
+            .split(',')
+            .map(str::trim)
+            .filter(|server| {
+                server
+                    .rsplit_once(':')
+                    .is_none_or(|(host, port)| host.is_empty() || port.parse::<u16>().is_err())
+            })
+            .collect();
+        return (!bad.is_empty()).then(|| {
+            format!(
+                "`{}` is not a list of Kafka bootstrap servers (`host:9092,host:9092`)",
+                super::secret::redacted_url(url)
+            )
+        });
+    }
+    let schemes: &[&str] = match kind {
+        BrokerKind::Nats => &["nats", "tls"],
+        BrokerKind::RabbitMq => &["amqp", "amqps"],
+        BrokerKind::Redis => &["redis", "rediss"],
+        BrokerKind::Kafka => &[],
+    };
+    match url::Url::parse(url) {
+        Ok(parsed) if schemes.contains(&parsed.scheme()) && parsed.host().is_some() => None,
+        Ok(parsed) if schemes.contains(&parsed.scheme()) => Some("has no host".to_owned()),
+        Ok(parsed) => Some(format!(
+            "scheme `{}` is not one of {} for `kind = \"{}\"`",
+            parsed.scheme(),
+            schemes
+                .iter()
+                .map(|s| format!("`{s}://`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            kind.as_str()
+        )),
+        Err(error) => Some(format!(
+            "`{}` is not a URL ({error})",
+            super::secret::redacted_url(url)
+        )),
+    }
+}
+
+/// Checks `route`; without one, the broker's default.
+fn check_route(
+    file: Option<&FileRoute>,
+    kind: BrokerKind,
+    path: &str,
+    problems: &mut Problems,
+) -> Option<RouteSettings> {
+    let Some(file) = file else {
+        return Some(match kind {
+            BrokerKind::Nats | BrokerKind::RabbitMq => RouteSettings::EventType {
+                prefix: String::new(),
+            },
+            BrokerKind::Kafka | BrokerKind::Redis => RouteSettings::Context {
+                prefix: String::new(),
+            },
+        });
+    };
+    #[derive(Clone, Copy)]
+    enum Kind {
+        EventType,
+        Context,
+        Fixed,
+        Partitioned,
+    }
+    let route_kind = match &file.kind {
+        Some(text) => choice(
+            problems,
+            &format!("{path}.kind"),
+            text,
+            &[
+                ("event_type", Kind::EventType),
+                ("context", Kind::Context),
+                ("fixed", Kind::Fixed),
+                ("partitioned", Kind::Partitioned),
+            ],
+        )?,
+        None => {
+            problems.add(
+                format!("{path}.kind"),
+                "missing: `event_type`, `context`, `fixed` or `partitioned`",
+            );
+            return None;
+        }
+    };
+    let prefix = file.prefix.clone().unwrap_or_default();
+    let unused = |problems: &mut Problems, key: &str, present: bool, kinds: &str| {
+        if present {
+            problems.add(format!("{path}.{key}"), format!("only for {kinds} routes"));
+        }
+    };
+    match route_kind {
+        Kind::EventType | Kind::Context | Kind::Fixed => {
+            unused(
+                problems,
+                "partitions",
+                file.partitions.is_some(),
+                "`partitioned`",
+            );
+            unused(
+                problems,
+                "with_event_type",
+                file.with_event_type.is_some(),
+                "`partitioned`",
+            );
+        }
+        Kind::Partitioned => {}
+    }
+    if !matches!(route_kind, Kind::Fixed) {
+        unused(
+            problems,
+            "destination",
+            file.destination.is_some(),
+            "`fixed`",
+        );
+    } else {
+        unused(
+            problems,
+            "prefix",
+            file.prefix.is_some(),
+            "`event_type`, `context` and `partitioned`",
+        );
+    }
+    match route_kind {
+        Kind::EventType => Some(RouteSettings::EventType { prefix }),
+        Kind::Context => Some(RouteSettings::Context { prefix }),
+        Kind::Fixed => match &file.destination {
+            Some(destination) if !destination.is_empty() => Some(RouteSettings::Fixed {
+                destination: destination.clone(),
+            }),
+            _ => {
+                problems.add(
+                    format!("{path}.destination"),
+                    "missing: where every event goes",
+                );
+                None
+            }
+        },
+        Kind::Partitioned => match file.partitions {
+            Some(partitions) if partitions > 0 => Some(RouteSettings::Partitioned {
+                prefix,
+                partitions,
+                with_event_type: file.with_event_type.unwrap_or(false),
+            }),
+            _ => {
+                problems.add(
+                    format!("{path}.partitions"),
+                    "missing or zero: how many partitions",
+                );
+                None
+            }
+        },
+    }
+}
+
+/// Checks `stream`.
+fn check_stream(file: &FileStream, path: &str, problems: &mut Problems) -> Option<StreamSettings> {
+    let before = problems.len();
+    let name = file.name.clone().filter(|name| {
+        !name.is_empty() && !name.contains(|c: char| c.is_whitespace() || "*>./\\".contains(c))
+    });
+    if name.is_none() {
+        problems.add(
+            format!("{path}.name"),
+            "missing or invalid: a JetStream stream name (no spaces, `.`, `*`, `>`, `/`)",
+        );
+    }
+    let subjects = file.subjects.clone().unwrap_or_default();
+    if subjects.is_empty() || subjects.iter().any(String::is_empty) {
+        problems.add(
+            format!("{path}.subjects"),
+            "missing: the subjects the stream captures",
+        );
+    }
+    let duplicate_window = file
+        .duplicate_window
+        .as_ref()
+        .and_then(|text| positive_duration(problems, &format!("{path}.duplicate_window"), text));
+    let max_age = file
+        .max_age
+        .as_ref()
+        .and_then(|text| positive_duration(problems, &format!("{path}.max_age"), text));
+    if file.replicas == Some(0) {
+        problems.add(format!("{path}.replicas"), "must be at least 1");
+    }
+    if problems.len() > before {
+        return None;
+    }
+    Some(StreamSettings {
+        name: name?,
+        subjects,
+        duplicate_window,
+        max_age,
+        replicas: file.replicas,
+    })
+}

@@ -1,0 +1,123 @@
+//! The operations routes: `/healthz` (the process serves), `/readyz` (every relay's
+//! database and broker answer and its relay runs) and `/metrics` (Prometheus).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use metrics_exporter_prometheus::PrometheusHandle;
+use serde::Serialize;
+
+use crate::relay::{Phase, RelayTask};
+
+/// What the operations routes read.
+#[derive(Debug, Clone)]
+pub struct OpsState {
+    /// The relay tasks.
+    pub relays: Vec<Arc<RelayTask>>,
+    /// The recorder `/metrics` renders.
+    pub metrics: PrometheusHandle,
+}
+
+/// `/healthz`, `/readyz` and `/metrics`.
+pub fn router(state: OpsState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn metrics(State(state): State<OpsState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+        .into_response()
+}
+
+/// `/readyz`'s answer.
+#[derive(Debug, Serialize)]
+pub struct Readiness {
+    /// Whether every relay is ready.
+    pub ready: bool,
+    /// Each relay.
+    pub relays: Vec<RelayReadiness>,
+}
+
+/// One relay in `/readyz`.
+#[derive(Debug, Serialize)]
+pub struct RelayReadiness {
+    /// Its name.
+    pub name: String,
+    /// `starting`, `running`, `retrying` or `stopped`.
+    pub phase: &'static str,
+    /// Seconds in that phase.
+    pub phase_seconds: u64,
+    /// `ok`, or why its database does not answer.
+    pub database: String,
+    /// `ok`, or why its broker does not answer.
+    pub broker: String,
+    /// The last failure while retrying.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Whether it is ready.
+    pub ready: bool,
+}
+
+async fn readyz(State(state): State<OpsState>) -> Response {
+    let checks = state.relays.iter().map(|relay| check(relay));
+    let relays = futures_util::future::join_all(checks).await;
+    let ready = relays.iter().all(|relay| relay.ready);
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, axum::Json(Readiness { ready, relays })).into_response()
+}
+
+async fn check(relay: &RelayTask) -> RelayReadiness {
+    let (phase, since) = relay.phase();
+    let database = match relay.database() {
+        None => "not connected".to_owned(),
+        Some(db) => match tokio::time::timeout(crate::broker::PROBE_TIMEOUT, db.ping()).await {
+            Ok(Ok(())) => "ok".to_owned(),
+            Ok(Err(error)) => error.to_string(),
+            Err(_) => "no answer within 2 s".to_owned(),
+        },
+    };
+    let broker = match relay.broker_probe() {
+        None => "not connected".to_owned(),
+        Some(probe) => match probe.check().await {
+            Ok(()) => "ok".to_owned(),
+            Err(error) => error,
+        },
+    };
+    let (phase_name, error) = match phase {
+        Phase::Starting => ("starting", None),
+        Phase::Running => ("running", None),
+        Phase::Retrying { error, .. } => ("retrying", Some(error)),
+        Phase::Stopped => ("stopped", None),
+    };
+    let ready = phase_name == "running" && database == "ok" && broker == "ok";
+    RelayReadiness {
+        name: relay.name().to_owned(),
+        phase: phase_name,
+        phase_seconds: since.as_secs(),
+        database,
+        broker,
+        error,
+        ready,
+    }
+}

@@ -1,0 +1,245 @@
+//! [`RelayTask`]: one configured relay, supervised on its own — its database, its broker,
+//! its failures and retries — so that one tenant's outage never stalls another's relay.
+//!
+//! The task connects to the database and the broker, builds the polling or log relay and
+//! runs it until shutdown. Whatever fails (the database is down at start, the broker
+//! refuses the setup, the log relay stops on an error retrying cannot help) is logged,
+//! shown in `/readyz` and retried after a backoff (1 s doubling to 60 s; a run that lasted a
+//! minute starts over from 1 s). The relays retry database and broker errors themselves
+//! while they run.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use outbox_core::policy::Backoff;
+use outbox_seaorm::relay::Relay;
+use outbox_seaorm::relay::log::LogRelay;
+use sea_orm::{ConnectOptions, Database, DatabaseConnection};
+use tokio_util::sync::CancellationToken;
+
+use crate::broker::{self, BrokerProbe, BrokerPublisher};
+use crate::config::{LogSettings, RelayMethod, RelaySettings, redacted_url};
+
+/// How long connecting to a database may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A run that lasted this long resets the backoff.
+const HEALTHY_RUN: Duration = Duration::from_secs(60);
+
+/// Where a relay task is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// Connecting to its database and broker.
+    Starting,
+    /// The relay runs (it may be a standby of a log relay, or wait for leases).
+    Running,
+    /// The last attempt failed; the next one is due after the backoff.
+    Retrying {
+        /// Why it failed.
+        error: String,
+        /// Failed attempts in a row.
+        failures: u32,
+    },
+    /// Shut down.
+    Stopped,
+}
+
+/// What the rest of the service knows of a relay task.
+#[derive(Debug)]
+pub struct RelayTask {
+    settings: RelaySettings,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    phase: Phase,
+    since: Instant,
+    db: Option<DatabaseConnection>,
+    probe: Option<BrokerProbe>,
+}
+
+impl RelayTask {
+    /// A task for `settings`, not started.
+    pub fn new(settings: RelaySettings) -> Arc<Self> {
+        Arc::new(Self {
+            settings,
+            state: Mutex::new(State {
+                phase: Phase::Starting,
+                since: Instant::now(),
+                db: None,
+                probe: None,
+            }),
+        })
+    }
+
+    /// Its settings.
+    pub fn settings(&self) -> &RelaySettings {
+        &self.settings
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.settings.name
+    }
+
+    /// Where it is, and since when.
+    pub fn phase(&self) -> (Phase, Duration) {
+        let state = self.lock();
+        (state.phase.clone(), state.since.elapsed())
+    }
+
+    /// Its database connection, once connected.
+    pub fn database(&self) -> Option<DatabaseConnection> {
+        self.lock().db.clone()
+    }
+
+    /// Its broker probe, once connected.
+    pub fn broker_probe(&self) -> Option<BrokerProbe> {
+        self.lock().probe.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn set_phase(&self, phase: Phase) {
+        let mut state = self.lock();
+        state.phase = phase;
+        state.since = Instant::now();
+    }
+
+    /// Runs the relay until `shutdown`, retrying what fails.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        let backoff = Backoff::new()
+            .with_min_delay(Duration::from_secs(1))
+            .with_max_delay(Duration::from_secs(60));
+        let mut failures = 0_u32;
+        let name = self.settings.name.clone();
+        while !shutdown.is_cancelled() {
+            self.set_phase(Phase::Starting);
+            let started = Instant::now();
+            let outcome = self.attempt(&shutdown).await;
+            if shutdown.is_cancelled() {
+                break;
+            }
+            if started.elapsed() >= HEALTHY_RUN {
+                failures = 0;
+            }
+            failures = failures.saturating_add(1);
+            let error = match outcome {
+                Ok(()) => "the relay stopped without being asked to".to_owned(),
+                Err(error) => error,
+            };
+            let delay = backoff.delay(failures);
+            tracing::error!(relay = %name, %error, failures, retry_in = ?delay, "relay failed; retrying");
+            self.set_phase(Phase::Retrying { error, failures });
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+        self.set_phase(Phase::Stopped);
+        tracing::info!(relay = %name, "relay stopped");
+    }
+
+    /// One attempt: connect, build, run until shutdown or a failure.
+    async fn attempt(&self, shutdown: &CancellationToken) -> Result<(), String> {
+        let settings = &self.settings;
+        let url = settings.database_url.expose();
+        let mut options = ConnectOptions::new(url.to_owned());
+        options
+            .connect_timeout(CONNECT_TIMEOUT)
+            .acquire_timeout(CONNECT_TIMEOUT)
+            .sqlx_logging(false);
+        if let Some(connections) = settings.max_connections {
+            options.max_connections(connections);
+        }
+        let db = tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            db = Database::connect(options) => db.map_err(|error| {
+                format!("database {}: {error}", redacted_url(url))
+            })?,
+        };
+        self.lock().db = Some(db.clone());
+        let connection_name = format!("outbox-relay-{}", settings.name);
+        let (publisher, probe) = tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            connected = broker::connect(&settings.broker, &connection_name) => {
+                connected.map_err(|error| error.to_string())?
+            }
+        };
+        self.lock().probe = Some(probe);
+        tracing::info!(
+            relay = %settings.name,
+            method = settings.method.as_str(),
+            outbox = %settings.outbox.outbox_table(),
+            broker = settings.broker.kind.as_str(),
+            database = %redacted_url(url),
+            "relay starting"
+        );
+        self.set_phase(Phase::Running);
+        match &settings.method {
+            RelayMethod::Polling => {
+                let relay = Relay::builder(db, settings.outbox.clone(), publisher)
+                    .config(settings.relay.clone())
+                    .build()
+                    .map_err(|error| error.to_string())?;
+                relay
+                    .run(shutdown.clone())
+                    .await
+                    .map(drop)
+                    .map_err(|error| error.to_string())
+            }
+            RelayMethod::Log(log) => self.run_log(db, publisher, log, shutdown).await,
+        }
+    }
+
+    async fn run_log(
+        &self,
+        db: DatabaseConnection,
+        publisher: BrokerPublisher,
+        log: &LogSettings,
+        shutdown: &CancellationToken,
+    ) -> Result<(), String> {
+        let settings = &self.settings;
+        let mut builder = LogRelay::builder(db, settings.outbox.clone(), publisher)
+            .slot(log.slot.clone())
+            .instance_id(settings.relay.instance_id.clone())
+            .connection_url(settings.database_url.expose());
+        if let Some(publication) = &log.publication {
+            builder = builder.publication(publication.clone());
+        }
+        if let Some(interval) = log.heartbeat_interval {
+            builder = builder.heartbeat_interval(interval);
+        }
+        if let Some(interval) = log.feedback_interval {
+            builder = builder.feedback_interval(interval);
+        }
+        let shared = &log.shared;
+        if let Some(events) = shared.batch_size {
+            builder = builder.batch_size(events);
+        }
+        if let Some(attempts) = shared.max_attempts {
+            builder = builder.max_attempts(attempts);
+        }
+        if let Some(policy) = shared.dead_letter_policy {
+            builder = builder.dead_letter_policy(policy);
+        }
+        if let Some(ttl) = shared.lease_ttl {
+            builder = builder.lease_ttl(ttl);
+        }
+        if let Some(timeout) = shared.publish_timeout {
+            builder = builder.publish_timeout(timeout);
+        }
+        if let Some(retention) = shared.retention {
+            builder = builder.retention(retention);
+        }
+        let relay = builder.build().map_err(|error| error.to_string())?;
+        relay
+            .run(shutdown.clone())
+            .await
+            .map(drop)
+            .map_err(|error| error.to_string())
+    }
+}

@@ -1,0 +1,151 @@
+//! [`Service`]: the relays of a [`ServerConfig`] and the HTTP endpoints, from start to a
+//! graceful stop.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::ServerConfig;
+use crate::http::{self, ops::OpsState};
+use crate::relay::RelayTask;
+
+/// The service could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServiceError {
+    /// An address could not be bound (taken, or not this host's).
+    #[error("cannot listen on {address}: {source}")]
+    Bind {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Serving HTTP failed.
+    #[error("HTTP server on {address}: {source}")]
+    Serve {
+        /// The address.
+        address: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The relay service of one configuration.
+#[derive(Debug)]
+pub struct Service {
+    config: ServerConfig,
+    relays: Vec<Arc<RelayTask>>,
+    metrics: PrometheusHandle,
+}
+
+impl Service {
+    /// The service of `config`, recording into `metrics` (see [`http::metrics::install`]).
+    pub fn new(config: ServerConfig, metrics: PrometheusHandle) -> Self {
+        let relays = config.relays.iter().cloned().map(RelayTask::new).collect();
+        Self {
+            config,
+            relays,
+            metrics,
+        }
+    }
+
+    /// The relay tasks.
+    pub fn relays(&self) -> &[Arc<RelayTask>] {
+        &self.relays
+    }
+
+    /// Binds the addresses, starts every relay and serves until `shutdown`; then stops
+    /// accepting requests, lets each relay finish what it publishes (the polling relay its
+    /// batch, the log relay its acknowledgement) and returns.
+    ///
+    /// # Errors
+    /// [`ServiceError`]: an address cannot be bound (nothing was started), or serving
+    /// failed.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), ServiceError> {
+        let http = &self.config.http;
+        let listener = bind(http.listen).await?;
+        let ops_listener = match http.ops_listen {
+            Some(address) => Some(bind(address).await?),
+            None => None,
+        };
+        let ops = http::ops::router(OpsState {
+            relays: self.relays.clone(),
+            metrics: self.metrics.clone(),
+        });
+        // The console arrives here (issue 21): the main address serves it; without a
+        // separate operations address, the operations routes too.
+        let (main, ops) = match ops_listener {
+            Some(ops_listener) => (Router::new(), Some((ops_listener, ops))),
+            None => (ops, None),
+        };
+        for relay in &self.relays {
+            http::metrics::register(relay.settings());
+        }
+        let mut tasks = tokio::task::JoinSet::new();
+        for relay in &self.relays {
+            tasks.spawn(relay.clone().run(shutdown.clone()));
+        }
+        tasks.spawn(http::metrics::upkeep(
+            self.metrics.clone(),
+            shutdown.clone(),
+        ));
+        tracing::info!(
+            listen = %http.listen,
+            ops_listen = ?http.ops_listen,
+            relays = self.relays.len(),
+            "outbox relay service started"
+        );
+        let mut servers = tokio::task::JoinSet::new();
+        servers.spawn(serve(listener, main, shutdown.clone()));
+        if let Some((listener, router)) = ops {
+            servers.spawn(serve(listener, router, shutdown.clone()));
+        }
+        let mut result = Ok(());
+        while let Some(served) = servers.join_next().await {
+            match served {
+                Ok(Ok(())) => {}
+                Ok(Err(error)) => {
+                    // One endpoint failing stops the whole service: it would be blind.
+                    shutdown.cancel();
+                    result = Err(error);
+                }
+                Err(join) => tracing::error!(%join, "an HTTP server task ended abnormally"),
+            }
+        }
+        while let Some(joined) = tasks.join_next().await {
+            if let Err(join) = joined {
+                tracing::error!(%join, "a relay task ended abnormally");
+            }
+        }
+        tracing::info!("outbox relay service stopped");
+        result
+    }
+}
+
+async fn bind(address: SocketAddr) -> Result<TcpListener, ServiceError> {
+    TcpListener::bind(address)
+        .await
+        .map_err(|source| ServiceError::Bind { address, source })
+}
+
+async fn serve(
+    listener: TcpListener,
+    router: Router,
+    shutdown: CancellationToken,
+) -> Result<(), ServiceError> {
+    let address = listener
+        .local_addr()
+        .map_err(|source| ServiceError::Serve {
+            address: SocketAddr::from(([0, 0, 0, 0], 0)),
+            source,
+        })?;
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await
+        .map_err(|source| ServiceError::Serve { address, source })
+}

@@ -1,0 +1,327 @@
+//! The configuration file as a user writes it: what it accepts, and every problem it
+//! reports, each with its key path; `outbox check-config` on good and bad files.
+
+#![allow(clippy::unwrap_used)]
+
+use std::process::Command;
+use std::time::Duration;
+
+use outbox_server::ServerConfig;
+use outbox_server::config::{BrokerKind, RelayMethod, Role, RouteSettings};
+
+const EXAMPLE: &str = include_str!("../outbox.example.toml");
+
+fn example_env() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("OUTBOX_CONSOLE_USER_ANA_TOKEN", "ana-token-0123456789"),
+        (
+            "OUTBOX_CONSOLE_USER_ONCALL_TOKEN",
+            "oncall-token-0123456789",
+        ),
+    ]
+}
+
+#[test]
+fn the_example_file_reads() {
+    let config = ServerConfig::builder()
+        .toml(EXAMPLE)
+        .env(example_env())
+        .build()
+        .unwrap();
+    assert_eq!(config.http.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(
+        config.http.ops_listen.unwrap().to_string(),
+        "127.0.0.1:9464"
+    );
+    assert!(config.console.enabled);
+    assert_eq!(config.console.session_ttl, Duration::from_secs(8 * 3600));
+    let users: Vec<(&str, Role)> = config
+        .console
+        .users
+        .iter()
+        .map(|user| (user.name.as_str(), user.role))
+        .collect();
+    assert_eq!(users, [("ana", Role::Operator), ("oncall", Role::Reader)]);
+    assert_eq!(
+        config.console.users[0].token.expose(),
+        "ana-token-0123456789"
+    );
+    assert_eq!(config.relays.len(), 2);
+    let ordering = &config.relays[0];
+    assert_eq!(ordering.name, "ordering");
+    assert_eq!(ordering.method, RelayMethod::Polling);
+    assert_eq!(ordering.relay.batch_size, 100);
+    assert_eq!(ordering.relay.poll_interval, Duration::from_millis(500));
+    assert_eq!(ordering.relay.retention, Some(Duration::ZERO));
+    assert_eq!(ordering.broker.kind, BrokerKind::Nats);
+    assert_eq!(ordering.broker.stream.as_ref().unwrap().name, "BOOKSTORE");
+    assert_eq!(
+        ordering.broker.route,
+        RouteSettings::EventType {
+            prefix: String::new()
+        }
+    );
+    let labels: Vec<(&str, &str)> = ordering
+        .outbox
+        .metric_labels()
+        .iter()
+        .map(|label| (label.key(), label.value()))
+        .collect();
+    assert_eq!(labels, [("outbox", "outbox"), ("relay", "ordering")]);
+    let acme = &config.relays[1];
+    let RelayMethod::Log(log) = &acme.method else {
+        panic!("{:?}", acme.method)
+    };
+    assert_eq!(log.slot, "acme_outbox");
+    assert_eq!(log.shared.batch_size, Some(1000));
+    assert_eq!(
+        log.shared.lease_ttl, None,
+        "the log relay keeps its own default"
+    );
+    assert_eq!(acme.broker.exchange.as_deref(), Some("bookstore"));
+    assert_eq!(acme.outbox.write_mode().as_str(), "table");
+    assert_eq!(
+        config.overridden_by,
+        [
+            "OUTBOX_CONSOLE_USER_ANA_TOKEN",
+            "OUTBOX_CONSOLE_USER_ONCALL_TOKEN"
+        ]
+    );
+    // Secrets never show in debug output.
+    let debug = format!("{config:?}");
+    assert!(!debug.contains("ana-token"), "{debug}");
+}
+
+#[test]
+fn the_environment_overrides_urls() {
+    let mut env = example_env();
+    env.push((
+        "OUTBOX_RELAY_TENANT_ACME_DATABASE_URL",
+        "postgres://acme@db.internal/acme",
+    ));
+    env.push((
+        "OUTBOX_RELAY_ORDERING_BROKER_URL",
+        "nats://nats.internal:4222",
+    ));
+    env.push(("OUTBOX_HTTP_LISTEN", "0.0.0.0:8081"));
+    let config = ServerConfig::builder()
+        .toml(EXAMPLE)
+        .env(env)
+        .build()
+        .unwrap();
+    assert_eq!(
+        config.relays[1].database_url.expose(),
+        "postgres://acme@db.internal/acme"
+    );
+    assert_eq!(
+        config.relays[0].broker.url.expose(),
+        "nats://nats.internal:4222"
+    );
+    assert_eq!(config.http.listen.to_string(), "0.0.0.0:8081");
+}
+
+/// A file with a mistake in nearly every section: each is reported, with its path.
+#[test]
+fn every_problem_is_reported_with_its_key_path() {
+    let file = r#"
+lisen = "oops"
+
+[http]
+listen = "localhost"
+
+[[console.user]]
+name = "bob"
+role = "admin"
+token = "short"
+
+[[relay]]
+name = "orders"
+database_url = "postgres://db/orders"
+outbox_table = "out;box"
+method = "cdc"
+batch_size = 0
+lease_ttl = "soon"
+retries = 3
+[relay.broker]
+kind = "nats"
+url = "http://nats:4222"
+exchange = "events"
+
+[[relay]]
+name = "orders"
+database_url = "oracle://db"
+[relay.broker]
+kind = "kafka"
+url = "kafka1,kafka2:9092"
+route = { kind = "fixed" }
+
+[[relay]]
+name = "Bad Name"
+batch_size = "many"
+
+[[relay]]
+name = "acme"
+database_url = "mysql://root@db/acme"
+method = "log"
+[relay.log]
+slot = "Acme-Slot"
+[relay.broker]
+kind = "rabbitmq"
+url = "amqp://guest:guest@rabbit:5672/%2f"
+"#;
+    let error = ServerConfig::builder()
+        .toml(file)
+        .env([("OUTBOX_RELAY_ORDRES_DATABASE_URL", "postgres://typo")])
+        .build()
+        .unwrap_err();
+    let text = error.to_string();
+    for (path, says) in [
+        ("lisen", "unknown key"),
+        ("http.listen", "`localhost` is not an address"),
+        (
+            "console.user[0].role",
+            "`admin` is not one of `operator`, `reader`",
+        ),
+        ("console.user[0].token", "too short"),
+        ("relay[0].retries", "unknown key"),
+        ("relay[0].outbox_table", "out;box"),
+        ("relay[0].method", "`cdc` is not one of `polling`, `log`"),
+        ("relay[0].batch_size", "must be at least 1"),
+        ("relay[0].lease_ttl", "`soon` is not a duration"),
+        (
+            "relay[0].broker.url",
+            "scheme `http` is not one of `nats://`, `tls://`",
+        ),
+        ("relay[0].broker.exchange", "only for `kind = \"rabbitmq\"`"),
+        ("relay[1].name", "`orders` is taken by an earlier relay"),
+        ("relay[1].database_url", "scheme `oracle://`"),
+        (
+            "relay[1].broker.url",
+            "not a list of Kafka bootstrap servers",
+        ),
+        ("relay[1].broker.route.destination", "missing"),
+        (
+            "relay[2].batch_size",
+            "invalid type: string \"many\", expected usize",
+        ),
+        (
+            "relay[3].database_url",
+            "the log relay reads PostgreSQL's log",
+        ),
+        ("relay[3].log.slot", "Acme-Slot"),
+        ("relay[3].broker.exchange", "missing: the exchange"),
+        (
+            "environment variable OUTBOX_RELAY_ORDRES_DATABASE_URL",
+            "names no setting",
+        ),
+    ] {
+        let problem = error
+            .about(path)
+            .unwrap_or_else(|| panic!("no problem about {path} in:\n{text}"));
+        assert!(
+            problem.message.contains(says),
+            "{path}: {:?} does not say {says:?}",
+            problem.message
+        );
+    }
+    assert!(text.starts_with(&format!(
+        "{} problems in the configuration:",
+        error.problems.len()
+    )));
+    // Section by section, in file order.
+    let paths: Vec<&str> = error.problems.iter().map(|p| p.path.as_str()).collect();
+    let position = |path: &str| paths.iter().position(|p| *p == path).unwrap();
+    assert!(position("lisen") < position("http.listen"));
+    assert!(position("http.listen") < position("console.user[0].role"));
+    assert!(position("relay[0].retries") < position("relay[1].name"));
+    assert!(
+        position("relay[3].log.slot") < paths.len() - 1,
+        "the environment comes last"
+    );
+    assert!(paths.last().unwrap().starts_with("environment variable"));
+}
+
+#[test]
+fn syntax_errors_name_their_line_and_column() {
+    let error = ServerConfig::builder()
+        .toml("[[relay]]\nname = \"a\"\nbatch_size = = 3\n")
+        .build()
+        .unwrap_err();
+    assert_eq!(error.problems.len(), 1);
+    let problem = &error.problems[0];
+    assert_eq!(problem.path, "file");
+    assert!(
+        problem
+            .message
+            .starts_with("not valid TOML at line 3, column"),
+        "{problem}"
+    );
+}
+
+#[test]
+fn an_empty_file_needs_a_relay() {
+    let error = ServerConfig::builder().toml("").build().unwrap_err();
+    assert_eq!(
+        error.about("relay").unwrap().message,
+        "missing: at least one [[relay]]"
+    );
+}
+
+fn check_config(contents: &[u8], env: &[(&str, &str)]) -> (i32, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("outbox.toml");
+    std::fs::write(&path, contents).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_outbox"))
+        .arg("check-config")
+        .arg(&path)
+        .env_clear()
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_config_prints_a_summary_or_every_problem() {
+    let (code, out, err) = check_config(EXAMPLE.as_bytes(), &example_env());
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("relay ordering: polling relay, outbox outbox"),
+        "{out}"
+    );
+    assert!(out.contains("relay tenant-acme: log relay"), "{out}");
+    assert!(
+        out.contains("amqp://guest:***@127.0.0.1:5672/%2f"),
+        "passwords are hidden: {out}"
+    );
+    assert!(
+        out.contains("from the environment: OUTBOX_CONSOLE_USER_ANA_TOKEN"),
+        "{out}"
+    );
+
+    let (code, out, err) = check_config(EXAMPLE.as_bytes(), &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        err.contains("console.user[0].token: missing: set it, or OUTBOX_CONSOLE_USER_ANA_TOKEN"),
+        "{err}"
+    );
+
+    // Not even text: a clear error, not a panic.
+    let (code, _, err) = check_config(&[0xff, 0xfe, 0x00, 0x80], &[]);
+    assert_eq!(code, 1);
+    assert!(err.contains("cannot read"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+    let output = Command::new(env!("CARGO_BIN_EXE_outbox"))
+        .args(["check-config", "/nonexistent/outbox.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("cannot read /nonexistent/outbox.toml")
+    );
+}
