@@ -981,6 +981,19 @@ async fn purge_and_status(db: &TestDb) {
     assert_eq!(status.pending, 1);
     assert_eq!(status.oldest_claimable_age, Some(Duration::from_secs(30)));
     assert_eq!(status.live_relays, ["relay-1"]);
+    // The overview's relays: heartbeat and the leases each holds (every partition, or
+    // the SQLite relay lease).
+    let instances = ops.relay_instances().await.unwrap();
+    assert_eq!(instances.len(), 1);
+    assert_eq!(instances[0].instance_id, "relay-1");
+    assert_eq!(instances[0].heartbeat_at, outbox.clock().now());
+    assert!(instances[0].expires_at > instances[0].heartbeat_at);
+    assert_eq!(instances[0].worker_keys, None);
+    let expected_leases = match db.backend().db_backend() {
+        DbBackend::Sqlite => 1,
+        _ => usize::try_from(outbox.partitions()).unwrap(),
+    };
+    assert_eq!(instances[0].leases.len(), expected_leases, "{:?}", instances[0].leases);
 
     // The inbox: two old rows, one recent.
     let backend = db.backend().db_backend();

@@ -48,6 +48,7 @@
 mod action;
 mod consumer;
 mod error;
+mod instances;
 #[cfg(feature = "log-relay")]
 mod log;
 mod operations;
@@ -57,6 +58,7 @@ mod status;
 pub use crate::record::log_slot::{LogRelayStatus, LogSlotStatus};
 pub use crate::status_report::{StatusReport, WorkerKeyStatus};
 pub use error::OpsError;
+pub use instances::RelayInstance;
 pub use operations::Operations;
 
 pub use crate::record::operator_action::{OperatorAction, OperatorActionKind};

@@ -51,5 +51,5 @@ pub(crate) use dialect::is_lock_not_available;
 pub(crate) use instance::Members;
 pub(crate) use lease::LeaseLock;
 pub(crate) use mark::AfterFailure;
-pub(crate) use ops::ActionRow;
+pub(crate) use ops::{ActionRow, InstanceRow};
 pub(crate) use store::Store;
