@@ -23,6 +23,7 @@
 
 pub mod broker;
 pub mod config;
+pub mod console;
 pub mod http;
 pub mod relay;
 pub mod service;

@@ -10,6 +10,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
+use crate::console::{Console, Tenant};
 use crate::http::{self, ops::OpsState};
 use crate::relay::RelayTask;
 
@@ -77,11 +78,17 @@ impl Service {
             relays: self.relays.clone(),
             metrics: self.metrics.clone(),
         });
-        // The console arrives here (issue 21): the main address serves it; without a
-        // separate operations address, the operations routes too.
+        // The main address serves the console (when enabled) and, without an operations
+        // address of their own, the operations routes.
+        let console = if self.config.console.enabled {
+            let tenants = self.relays.iter().cloned().map(Tenant::of_relay).collect();
+            Console::new(tenants, self.config.console.clone()).router()
+        } else {
+            Router::new()
+        };
         let (main, ops) = match ops_listener {
-            Some(ops_listener) => (Router::new(), Some((ops_listener, ops))),
-            None => (ops, None),
+            Some(ops_listener) => (console, Some((ops_listener, ops))),
+            None => (console.merge(ops), None),
         };
         for relay in &self.relays {
             http::metrics::register(relay.settings());

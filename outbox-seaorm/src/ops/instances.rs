@@ -23,7 +23,7 @@ pub struct RelayInstance {
     pub expires_at: DateTime<Utc>,
     /// Its worker keys (comma-separated), for a relay restricted to some.
     pub worker_keys: Option<String>,
-    /// The leases it holds: `partition-<n>` for a partition of the per-aggregate order,
+    /// The leases it holds: `partition/<n>` for a partition of the per-aggregate order,
     /// a worker-key lease, or the SQLite relay lease.
     pub leases: Vec<String>,
 }

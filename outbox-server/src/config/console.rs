@@ -1,6 +1,7 @@
 //! `[console]`: the operator console and who may use it.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::env::Overrides;
@@ -56,6 +57,90 @@ pub struct ConsoleSettings {
     pub session_ttl: Duration,
     /// Who may log in.
     pub users: Vec<ConsoleUser>,
+    /// Whether the session cookie is marked `Secure` (sent over HTTPS only): on when a TLS
+    /// proxy serves the console (default off: the service speaks plain HTTP).
+    pub secure_cookies: bool,
+    /// A folder written by `schemas export` (`index.json`, `schemas/*.json`): the contracts
+    /// page shows them beside the contracts compiled into the process.
+    pub contracts: Option<PathBuf>,
+}
+
+impl ConsoleSettings {
+    /// A builder: no users, 8 h sessions, cookies not `Secure`, no contracts folder.
+    pub fn builder() -> ConsoleSettingsBuilder {
+        ConsoleSettingsBuilder::default()
+    }
+}
+
+/// Builds [`ConsoleSettings`] for a console embedded in a service of one's own (see
+/// [`crate::console::router`]).
+#[derive(Debug, Clone, Default)]
+#[must_use]
+pub struct ConsoleSettingsBuilder {
+    users: Vec<(String, Role, String)>,
+    session_ttl: Option<Duration>,
+    secure_cookies: bool,
+    contracts: Option<PathBuf>,
+}
+
+impl ConsoleSettingsBuilder {
+    /// A user who logs in with `token` (at least [`MIN_TOKEN_LEN`] characters).
+    pub fn user(mut self, name: impl Into<String>, role: Role, token: impl Into<String>) -> Self {
+        self.users.push((name.into(), role, token.into()));
+        self
+    }
+
+    /// How long a login lasts (default 8 h).
+    pub fn session_ttl(mut self, ttl: Duration) -> Self {
+        self.session_ttl = Some(ttl);
+        self
+    }
+
+    /// Marks the session cookie `Secure` (HTTPS only).
+    pub fn secure_cookies(mut self, secure: bool) -> Self {
+        self.secure_cookies = secure;
+        self
+    }
+
+    /// A folder written by `schemas export` whose contracts the console shows.
+    pub fn contracts(mut self, folder: impl Into<PathBuf>) -> Self {
+        self.contracts = Some(folder.into());
+        self
+    }
+
+    /// Checks the users as the configuration file's are checked.
+    ///
+    /// # Errors
+    /// [`ConfigError`] with every problem (`console.user[i].…` paths).
+    pub fn build(self) -> Result<ConsoleSettings, super::ConfigError> {
+        let file = FileConsole {
+            enabled: Some(true),
+            session_ttl: None,
+            secure_cookies: Some(self.secure_cookies),
+            contracts: None,
+            user: self
+                .users
+                .into_iter()
+                .map(|(name, role, token)| super::file::FileUser {
+                    name: Some(name),
+                    role: Some(role.as_str().to_owned()),
+                    token: Some(token),
+                })
+                .collect(),
+        };
+        let mut problems = Problems::default();
+        let settings = check(&file, &Overrides::default(), &mut problems);
+        if self.session_ttl.is_some_and(|ttl| ttl.is_zero()) {
+            problems.add("console.session_ttl", "must be longer than zero");
+        }
+        problems.finish(|| {
+            let mut settings =
+                settings.unwrap_or_else(|| unreachable!("no problem, so the console was read"));
+            settings.session_ttl = self.session_ttl.unwrap_or(DEFAULT_SESSION_TTL);
+            settings.contracts = self.contracts;
+            settings
+        })
+    }
 }
 
 /// Checks `[console]`.
@@ -147,6 +232,8 @@ pub(crate) fn check(
         enabled,
         session_ttl: session_ttl?,
         users,
+        secure_cookies: file.secure_cookies.unwrap_or(false),
+        contracts: file.contracts.as_ref().map(PathBuf::from),
     })
 }
 

@@ -38,6 +38,10 @@ pub(crate) struct FileConsole {
     pub(crate) enabled: Option<bool>,
     /// How long a login lasts.
     pub(crate) session_ttl: Option<String>,
+    /// Whether the session cookie is `Secure` (HTTPS only).
+    pub(crate) secure_cookies: Option<bool>,
+    /// A folder exported by `schemas export`: the contracts the console shows.
+    pub(crate) contracts: Option<String>,
     /// `[[console.user]]`.
     #[serde(default)]
     pub(crate) user: Vec<FileUser>,

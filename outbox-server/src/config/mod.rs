@@ -43,7 +43,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 pub use broker::{BrokerKind, BrokerSettings, RouteSettings, StreamSettings};
-pub use console::{ConsoleSettings, ConsoleUser, DEFAULT_SESSION_TTL, MIN_TOKEN_LEN, Role};
+pub use console::{
+    ConsoleSettings, ConsoleSettingsBuilder, ConsoleUser, DEFAULT_SESSION_TTL, MIN_TOKEN_LEN, Role,
+};
 pub use http::{DEFAULT_LISTEN, HttpSettings};
 pub use problem::{ConfigError, ConfigProblem};
 pub use relay::{LogSettings, RelayMethod, RelaySettings, SharedSettings};

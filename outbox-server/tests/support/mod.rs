@@ -123,3 +123,122 @@ pub fn sample(text: &str, series: &str) -> Option<f64> {
         (name == series).then(|| value.parse().ok()).flatten()
     })
 }
+
+/// An HTTP client that keeps the console's cookies (as `name=value`), follows no redirect
+/// and shows what the server set.
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    cookies: std::collections::BTreeMap<String, String>,
+    /// The `Set-Cookie` headers of the last response.
+    pub set_cookies: Vec<String>,
+}
+
+/// A response: status, `Location`, body, headers.
+pub struct Answer {
+    pub status: u16,
+    pub location: Option<String>,
+    pub body: String,
+    pub headers: reqwest::header::HeaderMap,
+}
+
+impl Client {
+    /// A client of `base` (`http://127.0.0.1:port` and an optional path prefix).
+    pub fn new(base: impl Into<String>) -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .timeout(Duration::from_secs(10))
+                .build()
+                .unwrap(),
+            base: base.into(),
+            cookies: std::collections::BTreeMap::new(),
+            set_cookies: Vec::new(),
+        }
+    }
+
+    fn cookie_header(&self) -> String {
+        self.cookies
+            .iter()
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    async fn send(&mut self, request: reqwest::RequestBuilder) -> Answer {
+        let request = if self.cookies.is_empty() {
+            request
+        } else {
+            request.header(reqwest::header::COOKIE, self.cookie_header())
+        };
+        let response = request.send().await.unwrap();
+        self.set_cookies = response
+            .headers()
+            .get_all(reqwest::header::SET_COOKIE)
+            .iter()
+            .map(|value| value.to_str().unwrap().to_owned())
+            .collect();
+        for cookie in &self.set_cookies {
+            let pair = cookie.split(';').next().unwrap();
+            let (name, value) = pair.split_once('=').unwrap();
+            if value.is_empty() || cookie.contains("Max-Age=0") {
+                self.cookies.remove(name);
+            } else {
+                self.cookies.insert(name.to_owned(), value.to_owned());
+            }
+        }
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let location = headers
+            .get(reqwest::header::LOCATION)
+            .map(|value| value.to_str().unwrap().to_owned());
+        let body = response.text().await.unwrap();
+        Answer {
+            status,
+            location,
+            body,
+            headers,
+        }
+    }
+
+    /// `GET path`.
+    pub async fn get(&mut self, path: &str) -> Answer {
+        let request = self.http.get(format!("{}{path}", self.base));
+        self.send(request).await
+    }
+
+    /// `POST path` with a form.
+    pub async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Answer {
+        let request = self.http.post(format!("{}{path}", self.base)).form(form);
+        self.send(request).await
+    }
+
+    /// Forgets a cookie (a browser of another site would not send it).
+    pub fn forget(&mut self, name: &str) {
+        self.cookies.remove(name);
+    }
+
+    /// Sets a cookie by hand.
+    pub fn set(&mut self, name: &str, value: &str) {
+        self.cookies.insert(name.to_owned(), value.to_owned());
+    }
+
+    /// Logs in with `token` through the login form.
+    pub async fn log_in(&mut self, prefix: &str, token: &str) -> Answer {
+        let form = self.get(&format!("{prefix}/login")).await;
+        let csrf = hidden(&form.body, "csrf").unwrap();
+        self.post(
+            &format!("{prefix}/login"),
+            &[("token", token), ("csrf", &csrf)],
+        )
+        .await
+    }
+}
+
+/// The value of the hidden field `name` in `html`.
+pub fn hidden(html: &str, name: &str) -> Option<String> {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = html.find(&marker)? + marker.len();
+    let end = html[start..].find('"')? + start;
+    Some(html[start..end].to_owned())
+}

@@ -1,0 +1,341 @@
+//! The operator console over HTTP, as a browser talks to it: login and sessions, the
+//! read-only role, CSRF, escaping, and the actions on a dead letter, on a real database.
+//! (`console_browser.rs` drives it in Chromium.)
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use outbox_core::Raise;
+use outbox_core::in_process::InProcessBroker;
+use outbox_core::publish::PublishError;
+use outbox_seaorm::relay::Relay;
+use outbox_seaorm::{Outbox, schema};
+use outbox_server::config::{ConsoleSettings, Role};
+use outbox_tests::bookstore::{OrderingContracts, OrderingEvent};
+use outbox_tests::db::TestDb;
+use support::{Client, hidden};
+
+const OPERATOR: &str = "ana-token-0123456789";
+const READER: &str = "bo-token-0123456789";
+const POISON: &str = "<script>alert('owned')</script>";
+
+/// A database whose outbox holds one dead row whose aggregate id (and so payload) is
+/// `POISON`, and the console of it served under `prefix`; returns the base URL.
+async fn console_with_a_dead_row(prefix: &str) -> (TestDb, String, uuid::Uuid) {
+    let db = TestDb::sqlite_file().await;
+    let outbox = Outbox::default();
+    schema::install(db.conn(), &outbox).await.unwrap();
+    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+    uow.raise(OrderingEvent::Noted {
+        order_id: POISON.into(),
+        n: 0,
+    });
+    uow.commit().await.unwrap();
+    let broker = InProcessBroker::new();
+    broker.fail_messages(|_| Some(PublishError::rejected("<b>schema</b> says no")));
+    let mut relay = Relay::builder(db.conn().clone(), outbox.clone(), broker)
+        .build()
+        .unwrap();
+    relay.drain().await.unwrap();
+    let ops = outbox_seaorm::ops::Operations::new(db.conn().clone(), outbox.clone());
+    let dead = ops.dead_letters(None, 10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    let settings = ConsoleSettings::builder()
+        .user("ana", Role::Operator, OPERATOR)
+        .user("bo", Role::Reader, READER)
+        .build()
+        .unwrap();
+    let console = outbox_server::console::router(db.conn().clone(), outbox, settings);
+    let app = if prefix.is_empty() {
+        console
+    } else {
+        axum::Router::new().nest(prefix, console)
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (db, format!("http://{address}"), dead[0].envelope.message_id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_and_action_needs_a_login() {
+    let (db, base, id) = console_with_a_dead_row("").await;
+    let mut client = Client::new(&base);
+    for path in [
+        "/".to_owned(),
+        "/contracts".to_owned(),
+        format!("/relays/outbox/dead-letters/{id}"),
+        "/relays/outbox/operator-log".to_owned(),
+    ] {
+        let answer = client.get(&path).await;
+        assert_eq!(answer.status, 401, "{path}");
+        assert!(
+            answer.body.contains("Operator token"),
+            "{path}: the login form"
+        );
+        assert!(
+            !answer.body.contains("schema"),
+            "{path}: nothing of the outbox"
+        );
+    }
+    let answer = client
+        .post(
+            &format!("/relays/outbox/dead-letters/{id}/requeue"),
+            &[("csrf", "x")],
+        )
+        .await;
+    assert_eq!(answer.status, 401);
+    // A forged session id is no session.
+    client.set("outbox_session", &"0".repeat(64));
+    assert_eq!(client.get("/").await.status, 401);
+    // The assets are public (the login page needs its stylesheet).
+    let mut anonymous = Client::new(&base);
+    let css = anonymous.get("/assets/console.css").await;
+    assert_eq!(css.status, 200);
+    assert_eq!(css.headers["content-type"], "text/css; charset=utf-8");
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_opens_a_strict_http_only_session() {
+    let (db, base, _) = console_with_a_dead_row("").await;
+    let mut client = Client::new(&base);
+    let form = client.get("/login").await;
+    assert_eq!(form.status, 200);
+    let login_cookie = &client.set_cookies[0];
+    assert!(login_cookie.starts_with("outbox_login="), "{login_cookie}");
+    assert!(login_cookie.contains("HttpOnly") && login_cookie.contains("SameSite=Strict"));
+    let csrf = hidden(&form.body, "csrf").unwrap();
+    // Every response carries the security headers.
+    assert_eq!(
+        form.headers["content-security-policy"],
+        outbox_server::console::CONTENT_SECURITY_POLICY
+    );
+    assert_eq!(form.headers["x-frame-options"], "DENY");
+    assert_eq!(form.headers["x-content-type-options"], "nosniff");
+    assert_eq!(form.headers["cache-control"], "no-store");
+
+    // A wrong token: 401, no session.
+    let refused = client
+        .post(
+            "/login",
+            &[("token", "wrong-token-0123456789"), ("csrf", &csrf)],
+        )
+        .await;
+    assert_eq!(refused.status, 401);
+    assert!(refused.body.contains("unknown token"));
+    assert!(
+        client
+            .set_cookies
+            .iter()
+            .all(|c| !c.starts_with("outbox_session="))
+    );
+    // A login form posted from another site (no login cookie): 403.
+    let csrf = hidden(&refused.body, "csrf").unwrap();
+    client.forget("outbox_login");
+    let forged = client
+        .post("/login", &[("token", OPERATOR), ("csrf", &csrf)])
+        .await;
+    assert_eq!(forged.status, 403);
+
+    let answer = client.log_in("", OPERATOR).await;
+    assert_eq!(answer.status, 303);
+    assert_eq!(answer.location.as_deref(), Some("/"));
+    let session = client
+        .set_cookies
+        .iter()
+        .find(|c| c.starts_with("outbox_session="))
+        .unwrap()
+        .clone();
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=28800"] {
+        assert!(session.contains(attribute), "{attribute} in {session}");
+    }
+    let overview = client.get("/").await;
+    assert_eq!(overview.status, 200);
+    assert!(overview.body.contains("ana · operator"));
+    assert!(
+        overview
+            .body
+            .contains(r#"<td class="dead"><a href="/relays/outbox/dead-letters">1</a>"#),
+        "{}",
+        overview.body
+    );
+
+    // Logging out ends the session: the old cookie opens nothing.
+    let old = client.set_cookies.clone();
+    let csrf = hidden(&overview.body, "csrf").unwrap();
+    let out = client.post("/logout", &[("csrf", &csrf)]).await;
+    assert_eq!(out.status, 303);
+    let id = session
+        .split(';')
+        .next()
+        .unwrap()
+        .split_once('=')
+        .unwrap()
+        .1;
+    client.set("outbox_session", id);
+    assert_eq!(client.get("/").await.status, 401, "{old:?}");
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_shows_escaped_and_actions_need_the_csrf_token_and_the_operator_role() {
+    let (db, base, id) = console_with_a_dead_row("").await;
+    let page = format!("/relays/outbox/dead-letters/{id}");
+
+    // The reader sees, escaped, but cannot act.
+    let mut reader = Client::new(&base);
+    assert_eq!(reader.log_in("", READER).await.status, 303);
+    let list = reader.get("/relays/outbox/dead-letters").await;
+    assert_eq!(list.status, 200);
+    assert!(list.body.contains(&id.to_string()));
+    let shown = reader.get(&page).await;
+    assert_eq!(shown.status, 200);
+    assert!(
+        !shown.body.contains(POISON),
+        "the payload's script is never markup"
+    );
+    assert!(!shown.body.contains("<b>schema</b>"));
+    assert!(
+        shown
+            .body
+            .contains("&lt;script&gt;alert('owned')&lt;/script&gt;"),
+        "{}",
+        shown.body
+    );
+    assert!(shown.body.contains("&lt;b&gt;schema&lt;/b&gt; says no"));
+    assert!(shown.body.contains("Read-only"));
+    assert!(!shown.body.contains(r#"id="requeue""#));
+    let csrf = hidden(&shown.body, "csrf").unwrap();
+    let refused = reader
+        .post(&format!("{page}/requeue"), &[("csrf", &csrf)])
+        .await;
+    assert_eq!(refused.status, 403, "a reader cannot requeue");
+    assert!(refused.body.contains("read-only"));
+
+    // The operator: without the CSRF token, or with another session's, 403.
+    let mut operator = Client::new(&base);
+    assert_eq!(operator.log_in("", OPERATOR).await.status, 303);
+    let shown = operator.get(&page).await;
+    assert!(shown.body.contains(r#"id="requeue""#));
+    let csrf = hidden(&shown.body, "csrf").unwrap();
+    for form in [vec![], vec![("csrf", "")], vec![("csrf", "0123")]] {
+        let answer = operator
+            .post(
+                &format!("{page}/skip"),
+                &[&form[..], &[("reason", "x")]].concat(),
+            )
+            .await;
+        assert_eq!(answer.status, 403, "{form:?}");
+    }
+    let readers_csrf = hidden(&reader.get(&page).await.body, "csrf").unwrap();
+    let answer = operator
+        .post(
+            &format!("{page}/skip"),
+            &[("csrf", &readers_csrf), ("reason", "x")],
+        )
+        .await;
+    assert_eq!(answer.status, 403, "another session's token");
+    let still = operator.get(&page).await;
+    assert!(
+        still.body.contains(r#"data-status="dead""#),
+        "nothing changed"
+    );
+
+    // Skip needs a reason.
+    let answer = operator
+        .post(
+            &format!("{page}/skip"),
+            &[("csrf", &csrf), ("reason", "  ")],
+        )
+        .await;
+    assert_eq!(answer.status, 409, "{}", answer.body);
+
+    // Requeue, then skip with a reason: both in the operator log, with who and why.
+    let answer = operator
+        .post(
+            &format!("{page}/requeue"),
+            &[("csrf", &csrf), ("reason", "schema fixed")],
+        )
+        .await;
+    assert_eq!(
+        (answer.status, answer.location.as_deref()),
+        (303, Some(page.as_str()))
+    );
+    let shown = operator.get(&page).await;
+    assert!(shown.body.contains(r#"data-status="pending""#));
+    let answer = operator
+        .post(
+            &format!("{page}/skip"),
+            &[("csrf", &csrf), ("reason", "<i>obsolete</i> order")],
+        )
+        .await;
+    assert_eq!(answer.status, 303);
+    let log = operator.get("/relays/outbox/operator-log").await;
+    assert_eq!(log.status, 200);
+    assert!(
+        log.body
+            .contains(r#"<td class="actor">ana</td><td class="action">skip</td>"#),
+        "{}",
+        log.body
+    );
+    assert!(
+        log.body
+            .contains(r#"<td class="actor">ana</td><td class="action">requeue</td>"#)
+    );
+    assert!(log.body.contains("&lt;i&gt;obsolete&lt;/i&gt; order"));
+    assert!(log.body.contains("schema fixed"));
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_under_a_prefix_links_and_cookies_follow_it() {
+    let (db, base, id) = console_with_a_dead_row("/ops/outbox").await;
+    let mut client = Client::new(&base);
+    let answer = client.get("/ops/outbox").await;
+    assert_eq!(answer.status, 401);
+    assert!(
+        answer.body.contains(r#"action="/ops/outbox/login""#),
+        "{}",
+        answer.body
+    );
+    let answer = client.log_in("/ops/outbox", OPERATOR).await;
+    assert_eq!(answer.location.as_deref(), Some("/ops/outbox"));
+    assert!(
+        client.set_cookies[0].contains("Path=/ops/outbox;"),
+        "{:?}",
+        client.set_cookies
+    );
+    let overview = client.get("/ops/outbox").await;
+    assert_eq!(overview.status, 200);
+    assert!(
+        overview
+            .body
+            .contains(r#"<a class="brand" href="/ops/outbox">"#),
+        "{}",
+        overview.body
+    );
+    let list = client.get("/ops/outbox/relays/outbox/dead-letters").await;
+    assert!(list.body.contains(&format!(
+        r#"href="/ops/outbox/relays/outbox/dead-letters/{id}""#
+    )));
+    assert!(
+        list.body
+            .contains(r#"href="/ops/outbox/assets/console.css""#)
+    );
+    // Unknown relay, malformed id: clear errors, not panics.
+    assert_eq!(
+        client
+            .get("/ops/outbox/relays/nope/dead-letters")
+            .await
+            .status,
+        404
+    );
+    let bad = client
+        .get("/ops/outbox/relays/outbox/dead-letters/not-a-uuid")
+        .await;
+    assert_eq!(bad.status, 400);
+    assert!(bad.body.contains("is not a message id"));
+    db.close().await;
+}
