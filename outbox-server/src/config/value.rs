@@ -130,16 +130,10 @@ mod tests {
         );
         let error = problems.finish(|| ()).unwrap_err();
         assert_eq!(error.problems.len(), 3);
-        assert!(
-            error.problems[0]
-                .message
-                .contains("`soon` is not a duration")
-        );
-        assert_eq!(error.problems[1].message, "must be longer than zero");
-        assert_eq!(
-            error.problems[2].message,
-            "`cdc` is not one of `polling`, `log`"
-        );
+        let about = |path: &str| error.about(path).unwrap().message.clone();
+        assert!(about("relay[0].lease_ttl").contains("`soon` is not a duration"));
+        assert_eq!(about("b"), "must be longer than zero");
+        assert_eq!(about("c"), "`cdc` is not one of `polling`, `log`");
     }
 
     #[test]
