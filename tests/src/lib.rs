@@ -120,6 +120,31 @@ pub(crate) fn missing(message: &str, required: bool) {
     eprintln!("\n!!!!!!!! SKIPPED ({ALLOW_MISSING_SERVICES}=1): {message}. !!!!!!!!\n");
 }
 
+/// The first of `candidates` that exists (an installed program a test needs, e.g.
+/// Chromium). Otherwise skips (returns `None` after a loud message) or, when services are
+/// required, panics naming `install` (what provides it).
+pub fn program(
+    name: &str,
+    candidates: &[&str],
+    install: &str,
+    test: &str,
+) -> Option<std::path::PathBuf> {
+    let found = candidates
+        .iter()
+        .map(std::path::PathBuf::from)
+        .find(|path| path.is_file());
+    if found.is_none() {
+        missing(
+            &format!(
+                "{name} is not installed (looked for {}); test `{test}` needs it; {install}",
+                candidates.join(", ")
+            ),
+            services_required(),
+        );
+    }
+    found
+}
+
 /// Returns the service's URL when its port answers. Otherwise skips (returns `None` after a
 /// loud message) or, when services are required, panics.
 ///

@@ -993,7 +993,12 @@ async fn purge_and_status(db: &TestDb) {
         DbBackend::Sqlite => 1,
         _ => usize::try_from(outbox.partitions()).unwrap(),
     };
-    assert_eq!(instances[0].leases.len(), expected_leases, "{:?}", instances[0].leases);
+    assert_eq!(
+        instances[0].leases.len(),
+        expected_leases,
+        "{:?}",
+        instances[0].leases
+    );
 
     // The inbox: two old rows, one recent.
     let backend = db.backend().db_backend();
