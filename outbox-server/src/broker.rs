@@ -3,9 +3,13 @@
 
 use std::time::Duration;
 
+#[cfg(feature = "kafka")]
 use outbox_brokers::kafka::KafkaPublisher;
+#[cfg(feature = "nats")]
 use outbox_brokers::nats::{NatsPublisher, NatsStream, async_nats};
+#[cfg(feature = "rabbitmq")]
 use outbox_brokers::rabbitmq::RabbitPublisher;
+#[cfg(feature = "redis")]
 use outbox_brokers::redis::{self as redis_streams, RedisPublisher, client as redis};
 use outbox_core::Envelope;
 use outbox_core::publish::{BatchOutcome, Publisher};
@@ -38,22 +42,40 @@ impl BrokerError {
 #[derive(Debug)]
 pub enum BrokerPublisher {
     /// NATS JetStream.
+    #[cfg(feature = "nats")]
     Nats(Box<NatsPublisher>),
     /// RabbitMQ.
+    #[cfg(feature = "rabbitmq")]
     RabbitMq(RabbitPublisher),
     /// Kafka.
+    #[cfg(feature = "kafka")]
     Kafka(KafkaPublisher),
     /// Redis Streams.
+    #[cfg(feature = "redis")]
     Redis(RedisPublisher),
 }
 
 impl Publisher for BrokerPublisher {
     async fn publish(&self, batch: &[Envelope]) -> BatchOutcome {
         match self {
+            #[cfg(feature = "nats")]
             Self::Nats(publisher) => publisher.publish(batch).await,
+            #[cfg(feature = "rabbitmq")]
             Self::RabbitMq(publisher) => publisher.publish(batch).await,
+            #[cfg(feature = "kafka")]
             Self::Kafka(publisher) => publisher.publish(batch).await,
+            #[cfg(feature = "redis")]
             Self::Redis(publisher) => publisher.publish(batch).await,
+            #[cfg(not(any(
+                feature = "nats",
+                feature = "rabbitmq",
+                feature = "kafka",
+                feature = "redis"
+            )))]
+            _ => {
+                let _ = batch;
+                unreachable!("no broker is compiled in, so no publisher exists")
+            }
         }
     }
 }
@@ -62,8 +84,10 @@ impl Publisher for BrokerPublisher {
 #[derive(Debug, Clone)]
 pub enum BrokerProbe {
     /// The NATS client's connection state.
+    #[cfg(feature = "nats")]
     Nats(async_nats::Client),
     /// A Redis `PING`.
+    #[cfg(feature = "redis")]
     Redis(redis::aio::ConnectionManager),
     /// A TCP connection to one of these `host:port` (RabbitMQ, Kafka).
     Tcp(Vec<String>),
@@ -77,10 +101,12 @@ impl BrokerProbe {
     pub async fn check(&self) -> Result<(), String> {
         let probe = async {
             match self {
+                #[cfg(feature = "nats")]
                 Self::Nats(client) => match client.connection_state() {
                     async_nats::connection::State::Connected => Ok(()),
                     state => Err(format!("NATS connection is {state}")),
                 },
+                #[cfg(feature = "redis")]
                 Self::Redis(connection) => {
                     let mut connection = connection.clone();
                     redis::cmd("PING")
@@ -120,6 +146,7 @@ pub async fn connect(
     let url = settings.url.expose();
     let route = settings.route.route();
     match kind {
+        #[cfg(feature = "nats")]
         BrokerKind::Nats => {
             let client = async_nats::ConnectOptions::new()
                 .name(connection_name)
@@ -151,6 +178,7 @@ pub async fn connect(
                 BrokerProbe::Nats(client),
             ))
         }
+        #[cfg(feature = "rabbitmq")]
         BrokerKind::RabbitMq => {
             let exchange = settings.exchange.clone().unwrap_or_default();
             let mut builder = RabbitPublisher::builder(url, exchange)
@@ -169,6 +197,7 @@ pub async fn connect(
             let probe = BrokerProbe::Tcp(host_ports(url, 5672));
             Ok((BrokerPublisher::RabbitMq(publisher), probe))
         }
+        #[cfg(feature = "kafka")]
         BrokerKind::Kafka => {
             let mut builder = KafkaPublisher::builder(url)
                 .route(route)
@@ -189,6 +218,7 @@ pub async fn connect(
                 .map_err(|error| BrokerError::of(kind, error))?;
             Ok((BrokerPublisher::Kafka(publisher), probe))
         }
+        #[cfg(feature = "redis")]
         BrokerKind::Redis => {
             let client = redis_streams::open(url).map_err(|error| BrokerError::of(kind, error))?;
             let connection =
@@ -204,10 +234,19 @@ pub async fn connect(
             }
             Ok((BrokerPublisher::Redis(builder.build()), probe))
         }
+        #[allow(unreachable_patterns)]
+        other => {
+            let _ = (url, route, connection_name);
+            Err(BrokerError::of(
+                other,
+                "this build has no client for it (cargo feature)",
+            ))
+        }
     }
 }
 
 /// `host:port` of a URL, with `default_port` when it names none.
+#[cfg(feature = "rabbitmq")]
 fn host_ports(url: &str, default_port: u16) -> Vec<String> {
     match url::Url::parse(url) {
         Ok(parsed) => match parsed.host_str() {

@@ -19,9 +19,12 @@
 //! - [`broker`]: the publisher a relay's `[relay.broker]` describes, and its probe;
 //! - [`relay`]: one relay, supervised on its own;
 //! - [`http`]: the operations routes and the Prometheus recorder;
-//! - [`service`]: all of it, from start to a graceful stop.
+//! - [`console`]: the operator console;
+//! - [`service`]: all of it, from start to a graceful stop;
+//! - [`cli`]: the `outbox` command line.
 
 pub mod broker;
+pub mod cli;
 pub mod config;
 pub mod console;
 pub mod http;

@@ -37,5 +37,7 @@ pub mod inventory;
 pub mod job_queue;
 pub mod ordering;
 pub mod scenarios;
+#[cfg(feature = "services")]
+pub mod services;
 
 pub use error::DemoError;

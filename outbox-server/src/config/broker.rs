@@ -25,6 +25,17 @@ pub enum BrokerKind {
 }
 
 impl BrokerKind {
+    /// Whether this build has the broker's client (cargo features `nats`, `rabbitmq`,
+    /// `kafka`, `redis`; all by default).
+    pub const fn compiled(self) -> bool {
+        match self {
+            Self::Nats => cfg!(feature = "nats"),
+            Self::RabbitMq => cfg!(feature = "rabbitmq"),
+            Self::Kafka => cfg!(feature = "kafka"),
+            Self::Redis => cfg!(feature = "redis"),
+        }
+    }
+
     /// `nats`, `rabbitmq`, `kafka` or `redis`.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -164,6 +175,15 @@ pub(crate) fn check(
             None
         }
     }?;
+    if !kind.compiled() {
+        problems.add(
+            format!("{path}.kind"),
+            format!(
+                "this build has no `{0}` client (cargo feature `{0}` of outbox-server)",
+                kind.as_str()
+            ),
+        );
+    }
     let at = overrides.at(&format!("{path}.url"));
     let url = match &file.url {
         Some(url) => {
