@@ -325,3 +325,31 @@ fn check_config_prints_a_summary_or_every_problem() {
         String::from_utf8_lossy(&output.stderr).contains("cannot read /nonexistent/outbox.toml")
     );
 }
+
+/// README's configuration example is this file, verbatim (so it cannot drift from what
+/// the tests read).
+#[test]
+fn the_readme_shows_the_example_file() {
+    let readme = include_str!("../../README.md");
+    assert!(
+        readme.contains(&format!("```toml\n{EXAMPLE}```")),
+        "README's [Relay service and console] TOML block differs from outbox.example.toml"
+    );
+}
+
+/// The Bookstore's relay configuration reads, with its URLs and token from the
+/// environment as `bookstore-services up` sets them.
+#[test]
+fn the_bookstore_relay_configuration_reads() {
+    let config = ServerConfig::builder()
+        .toml(include_str!("../../examples/bookstore/services/outbox.toml"))
+        .env([
+            ("OUTBOX_RELAY_ORDERING_DATABASE_URL", "postgres://db/bookstore_ordering"),
+            ("OUTBOX_RELAY_ORDERING_BROKER_URL", "nats://nats:4222"),
+            ("OUTBOX_CONSOLE_USER_OPERATOR_TOKEN", "operator-token-0123456789"),
+        ])
+        .build()
+        .unwrap();
+    assert_eq!(config.relays[0].name, "ordering");
+    assert_eq!(config.relays[0].broker.stream.as_ref().unwrap().name, "BOOKSTORE");
+}
