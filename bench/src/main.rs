@@ -16,8 +16,8 @@
 //! cargo run --release -p outbox-bench -- write --database-url postgres://postgres@127.0.0.1:5432/postgres
 //! ```
 //!
-//! `relay` (issue 4), `inbox` (issue 5), `brokers` (issue 6) and `log` (issue 20): see the
-//! modules `relay`, `inbox`, `brokers` and `log`.
+//! `relay` (issue 4), `inbox` (issue 5), `brokers` (issue 6), `log` (issue 20) and
+//! `service` (issue 21): see the modules `relay`, `inbox`, `brokers`, `log` and `service`.
 #![allow(clippy::print_stdout)]
 
 /// The harness's allocator (default feature `mimalloc`): it applies to every mode, framework
@@ -39,6 +39,7 @@ mod log;
 mod measure;
 mod relay;
 mod scratch;
+mod service;
 mod write;
 
 use std::process::ExitCode;
@@ -69,6 +70,8 @@ enum Command {
     /// The log relay: drain vs the polling relay and raw pgoutput, commit-to-publish
     /// latency and the highest sustained rate, the write modes vs a raw INSERT.
     Log(log::LogArgs),
+    /// The relay service (`outbox run FILE`) against an embedded `Relay`.
+    Service(service::ServiceArgs),
 }
 
 fn main() -> ExitCode {
@@ -91,6 +94,7 @@ fn main() -> ExitCode {
             Command::Inbox(args) => inbox::run(args).await,
             Command::Brokers(args) => brokers::run(args).await,
             Command::Log(args) => log::run(args).await,
+            Command::Service(args) => service::run(args).await,
         }
     });
     match result {

@@ -342,14 +342,25 @@ fn the_readme_shows_the_example_file() {
 #[test]
 fn the_bookstore_relay_configuration_reads() {
     let config = ServerConfig::builder()
-        .toml(include_str!("../../examples/bookstore/services/outbox.toml"))
+        .toml(include_str!(
+            "../../examples/bookstore/services/outbox.toml"
+        ))
         .env([
-            ("OUTBOX_RELAY_ORDERING_DATABASE_URL", "postgres://db/bookstore_ordering"),
+            (
+                "OUTBOX_RELAY_ORDERING_DATABASE_URL",
+                "postgres://db/bookstore_ordering",
+            ),
             ("OUTBOX_RELAY_ORDERING_BROKER_URL", "nats://nats:4222"),
-            ("OUTBOX_CONSOLE_USER_OPERATOR_TOKEN", "operator-token-0123456789"),
+            (
+                "OUTBOX_CONSOLE_USER_OPERATOR_TOKEN",
+                "operator-token-0123456789",
+            ),
         ])
         .build()
         .unwrap();
     assert_eq!(config.relays[0].name, "ordering");
-    assert_eq!(config.relays[0].broker.stream.as_ref().unwrap().name, "BOOKSTORE");
+    assert_eq!(
+        config.relays[0].broker.stream.as_ref().unwrap().name,
+        "BOOKSTORE"
+    );
 }

@@ -339,3 +339,300 @@ async fn nested_under_a_prefix_links_and_cookies_follow_it() {
     assert!(bad.body.contains("is not a message id"));
     db.close().await;
 }
+
+fn settings() -> ConsoleSettings {
+    ConsoleSettings::builder()
+        .user("ana", Role::Operator, OPERATOR)
+        .user("bo", Role::Reader, READER)
+        .build()
+        .unwrap()
+}
+
+async fn serve(app: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{address}")
+}
+
+/// Fails the notes of aggregate `poison…`: the consumer dead letters of the console tests.
+#[outbox_seaorm::inbox_handler(consumer = "console.notes")]
+async fn take_note(
+    _uow: &outbox_seaorm::UnitOfWork,
+    event: outbox_tests::bookstore::OrderNotedV2,
+) -> Result<(), sea_orm::DbErr> {
+    if event.order_id.starts_with("poison") {
+        return Err(sea_orm::DbErr::Custom(
+            "<em>cannot</em> take this note".into(),
+        ));
+    }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_dead_letters_are_listed_shown_requeued_and_skipped() {
+    let db = TestDb::sqlite_file().await;
+    let outbox = Outbox::default();
+    schema::install(db.conn(), &outbox).await.unwrap();
+    let consumer =
+        outbox_seaorm::inbox::Consumer::builder(db.conn().clone(), outbox.clone(), "console.notes")
+            .max_attempts(1)
+            .build()
+            .unwrap();
+    for order in ["poison-1", "poison-2"] {
+        let envelope = outbox_core::Envelope::from_event(&outbox_tests::bookstore::OrderNotedV2 {
+            order_id: order.into(),
+            n: 0,
+        })
+        .unwrap();
+        consumer.deliver(&envelope).await.unwrap();
+    }
+    let ops = outbox_seaorm::ops::Operations::new(db.conn().clone(), outbox.clone());
+    let letters = ops.consumer_dead_letters(None, None, 10).await.unwrap();
+    assert_eq!(letters.len(), 2);
+    let base = serve(outbox_server::console::router(
+        db.conn().clone(),
+        outbox,
+        settings(),
+    ))
+    .await;
+    let mut client = Client::new(&base);
+    assert_eq!(client.log_in("", OPERATOR).await.status, 303);
+    let list = client.get("/relays/outbox/inbox-dead-letters").await;
+    assert_eq!(list.status, 200);
+    assert!(list.body.contains("console.notes"), "{}", list.body);
+    assert!(!list.body.contains("<em>cannot</em>"), "escaped");
+    let [first, second] = [letters[0].id, letters[1].id];
+    let page = format!("/relays/outbox/inbox-dead-letters/{first}");
+    let shown = client.get(&page).await;
+    assert!(
+        shown
+            .body
+            .contains("&lt;em&gt;cannot&lt;/em&gt; take this note"),
+        "{}",
+        shown.body
+    );
+    assert!(shown.body.contains("poison-1"));
+    let csrf = hidden(&shown.body, "csrf").unwrap();
+    let answer = client
+        .post(&format!("{page}/requeue"), &[("csrf", &csrf)])
+        .await;
+    assert_eq!(
+        (answer.status, answer.location.as_deref()),
+        (303, Some(page.as_str()))
+    );
+    assert!(
+        client
+            .get(&page)
+            .await
+            .body
+            .contains(r#"data-status="requeued""#)
+    );
+    // Requeued already: a second requeue is refused, clearly.
+    let again = client
+        .post(&format!("{page}/requeue"), &[("csrf", &csrf)])
+        .await;
+    assert_eq!(again.status, 400);
+    let page = format!("/relays/outbox/inbox-dead-letters/{second}");
+    let answer = client
+        .post(
+            &format!("{page}/skip"),
+            &[("csrf", &csrf), ("reason", "note withdrawn")],
+        )
+        .await;
+    assert_eq!(answer.status, 303);
+    let shown = client.get(&page).await;
+    assert!(shown.body.contains(r#"data-status="skipped""#));
+    assert!(shown.body.contains("skipped by ana") && shown.body.contains("note withdrawn"));
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn contracts_compiled_in_and_from_an_exported_folder() {
+    let db = TestDb::sqlite_file().await;
+    let outbox = Outbox::default();
+    schema::install(db.conn(), &outbox).await.unwrap();
+    let folder = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(folder.path().join("schemas")).unwrap();
+    let event_type = "outboxtest.folder.thing-done.v1";
+    std::fs::write(
+        folder.path().join("index.json"),
+        serde_json::json!({
+            "format_version": 1,
+            "contracts": [{
+                "event_type": event_type, "name": "outboxtest.folder.thing-done",
+                "version": 1, "aggregate_type": "thing", "key_field": "thing_id",
+                "rust_type": "folder::ThingDoneV1", "schema": format!("schemas/{event_type}.json"),
+                "description": "A thing was <b>done</b>.",
+            }],
+        })
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        folder.path().join(format!("schemas/{event_type}.json")),
+        r#"{"type":"object","properties":{"thing_id":{"type":"string"}}}"#,
+    )
+    .unwrap();
+    let settings = ConsoleSettings::builder()
+        .user("ana", Role::Operator, OPERATOR)
+        .contracts(folder.path())
+        .build()
+        .unwrap();
+    let base = serve(outbox_server::console::router(
+        db.conn().clone(),
+        outbox.clone(),
+        settings,
+    ))
+    .await;
+    let mut client = Client::new(&base);
+    assert_eq!(client.log_in("", OPERATOR).await.status, 303);
+    let list = client.get("/contracts").await;
+    assert_eq!(list.status, 200);
+    assert!(
+        list.body.contains("outboxtest.ordering.order-noted.v2"),
+        "compiled in: {}",
+        list.body
+    );
+    assert!(list.body.contains(event_type), "from the folder");
+    let shown = client.get(&format!("/contracts/{event_type}")).await;
+    assert_eq!(shown.status, 200);
+    assert!(shown.body.contains("A thing was &lt;b&gt;done&lt;/b&gt;."));
+    assert!(
+        shown.body.contains("&quot;thing_id&quot;"),
+        "the schema, pretty-printed and escaped: {}",
+        shown.body
+    );
+    let compiled = client
+        .get("/contracts/outboxtest.ordering.order-noted.v2")
+        .await;
+    assert!(
+        compiled.body.contains("$schema") || compiled.body.contains("properties"),
+        "{}",
+        compiled.body
+    );
+    assert_eq!(client.get("/contracts/nope.nope.nope.v1").await.status, 404);
+
+    // A folder that cannot be read: said on the page, the compiled contracts still shown.
+    let settings = ConsoleSettings::builder()
+        .user("ana", Role::Operator, OPERATOR)
+        .contracts("/nonexistent/contracts")
+        .build()
+        .unwrap();
+    let base = serve(outbox_server::console::router(
+        db.conn().clone(),
+        outbox,
+        settings,
+    ))
+    .await;
+    let mut client = Client::new(&base);
+    client.log_in("", OPERATOR).await;
+    let list = client.get("/contracts").await;
+    assert!(
+        list.body
+            .contains("Some contracts could not be read: /nonexistent/contracts"),
+        "{}",
+        list.body
+    );
+    assert!(list.body.contains("outboxtest.ordering.order-noted.v2"));
+    db.close().await;
+}
+
+/// The log relay's dead letters: a permanently rejected event is dead-lettered, shown, and
+/// once requeued in the console the running log relay publishes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_relay_dead_letter_is_requeued_from_the_console_and_published() {
+    const TEST: &str = "a_log_relay_dead_letter_is_requeued_from_the_console_and_published";
+    let Some(db) = TestDb::logical_postgres(TEST).await else {
+        return;
+    };
+    let outbox = Outbox::default();
+    schema::install(db.conn(), &outbox).await.unwrap();
+    let slot = format!("console_{}", uuid::Uuid::now_v7().simple());
+    let broker = InProcessBroker::new();
+    let refusing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let refuse = refusing.clone();
+    broker.fail_messages(move |envelope| {
+        (envelope.aggregate_id == "poison" && refuse.load(std::sync::atomic::Ordering::SeqCst))
+            .then(|| PublishError::rejected("not today"))
+    });
+    let relay = outbox_seaorm::relay::log::LogRelay::builder(
+        db.conn().clone(),
+        outbox.clone(),
+        broker.clone(),
+    )
+    .slot(&slot)
+    .heartbeat_interval(std::time::Duration::from_millis(200))
+    .build()
+    .unwrap();
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let running = tokio::spawn(relay.run(shutdown.clone()));
+    let ops = outbox_seaorm::ops::Operations::new(db.conn().clone(), outbox.clone());
+    let streaming = support::eventually(std::time::Duration::from_secs(30), || async {
+        ops.log_slots()
+            .await
+            .is_ok_and(|slots| slots.iter().any(|s| s.streaming))
+    })
+    .await;
+    assert!(streaming, "the log relay streams");
+    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+    uow.raise(OrderingEvent::Noted {
+        order_id: "poison".into(),
+        n: 1,
+    });
+    uow.commit().await.unwrap();
+    let dead = support::eventually(std::time::Duration::from_secs(30), || async {
+        ops.log_dead_letters(None, None, None, 10)
+            .await
+            .is_ok_and(|letters| letters.len() == 1)
+    })
+    .await;
+    assert!(dead, "dead-lettered");
+    let id = ops.log_dead_letters(None, None, None, 10).await.unwrap()[0].id;
+
+    let base = serve(outbox_server::console::router(
+        db.conn().clone(),
+        outbox.clone(),
+        settings(),
+    ))
+    .await;
+    let mut client = Client::new(&base);
+    client.log_in("", OPERATOR).await;
+    let list = client.get("/relays/outbox/log-dead-letters").await;
+    assert!(list.body.contains(&slot), "{}", list.body);
+    let overview = client.get("/").await;
+    assert!(
+        overview.body.contains("Log slots") && overview.body.contains(&slot),
+        "{}",
+        overview.body
+    );
+    let page = format!("/relays/outbox/log-dead-letters/{id}");
+    let shown = client.get(&page).await;
+    assert!(shown.body.contains(r#"data-status="dead""#) && shown.body.contains("not today"));
+    refusing.store(false, std::sync::atomic::Ordering::SeqCst);
+    let csrf = hidden(&shown.body, "csrf").unwrap();
+    let answer = client
+        .post(&format!("{page}/requeue"), &[("csrf", &csrf)])
+        .await;
+    assert_eq!(answer.status, 303);
+    let published = support::eventually(std::time::Duration::from_secs(30), || {
+        let broker = broker.clone();
+        async move { broker.published_for("order", "poison").len() == 1 }
+    })
+    .await;
+    assert!(published, "the requeued event went out");
+    let shown = client.get(&page).await;
+    assert!(
+        shown.body.contains(r#"data-status="published""#),
+        "{}",
+        shown.body
+    );
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+    use sea_orm::ConnectionTrait as _;
+    let _ = db
+        .conn()
+        .execute_unprepared(&format!("SELECT pg_drop_replication_slot('{slot}')"))
+        .await;
+    db.close().await;
+}
