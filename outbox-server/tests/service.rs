@@ -141,6 +141,11 @@ database_url = "postgres://postgres@127.0.0.1:{down}/nowhere"
         assert_eq!(relay(name)["phase"], "running");
         assert_eq!(relay(name)["database"], "ok");
         assert_eq!(relay(name)["broker"], "ok");
+        assert_eq!(
+            relay(name)["leases"],
+            "64 leases",
+            "every partition: {body}"
+        );
     }
     let down_relay = relay("tenant-down");
     assert_eq!(down_relay["ready"], false);
@@ -379,6 +384,11 @@ stream = {{ name = "{stream}", subjects = ["srvlog{id}.>"] }}
     );
     let (status, body) = get(ops, "/readyz").await.unwrap();
     assert_eq!(status, 200, "{body}");
+    let readiness: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        readiness["relays"][0]["leases"],
+        format!("active on slot {slot}")
+    );
     service.terminate();
     let exit = service.wait(Duration::from_secs(20));
     assert!(

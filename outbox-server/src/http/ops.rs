@@ -11,6 +11,9 @@ use axum::routing::get;
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Serialize;
 
+use outbox_seaorm::ops::Operations;
+
+use crate::config::RelayMethod;
 use crate::relay::{Phase, RelayTask};
 
 /// What the operations routes read.
@@ -68,6 +71,10 @@ pub struct RelayReadiness {
     pub database: String,
     /// `ok`, or why its broker does not answer.
     pub broker: String,
+    /// What this process holds: `3 leases` (a polling relay's partitions or keys),
+    /// `waiting for a lease` (others hold them all), `active on slot S` or `standby on slot
+    /// S` (a log relay), `unknown` while its database does not answer. Ready either way.
+    pub leases: String,
     /// The last failure while retrying.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -89,12 +96,12 @@ async fn readyz(State(state): State<OpsState>) -> Response {
 
 async fn check(relay: &RelayTask) -> RelayReadiness {
     let (phase, since) = relay.phase();
-    let database = match relay.database() {
-        None => "not connected".to_owned(),
+    let (database, leases) = match relay.database() {
+        None => ("not connected".to_owned(), "unknown".to_owned()),
         Some(db) => match tokio::time::timeout(crate::broker::PROBE_TIMEOUT, db.ping()).await {
-            Ok(Ok(())) => "ok".to_owned(),
-            Ok(Err(error)) => error.to_string(),
-            Err(_) => "no answer within 2 s".to_owned(),
+            Ok(Ok(())) => ("ok".to_owned(), leases(relay, db).await),
+            Ok(Err(error)) => (error.to_string(), "unknown".to_owned()),
+            Err(_) => ("no answer within 2 s".to_owned(), "unknown".to_owned()),
         },
     };
     let broker = match relay.broker_probe() {
@@ -117,7 +124,42 @@ async fn check(relay: &RelayTask) -> RelayReadiness {
         phase_seconds: since.as_secs(),
         database,
         broker,
+        leases,
         error,
         ready,
+    }
+}
+
+/// What the relay of this process holds, read from its tables.
+async fn leases(relay: &RelayTask, db: sea_orm::DatabaseConnection) -> String {
+    let settings = relay.settings();
+    let ops = Operations::new(db, settings.outbox.clone());
+    let me = &settings.relay.instance_id;
+    let read = async {
+        match &settings.method {
+            RelayMethod::Polling => ops.relay_instances().await.map(|instances| {
+                match instances
+                    .iter()
+                    .find(|instance| instance.instance_id == *me)
+                {
+                    Some(instance) if !instance.leases.is_empty() => {
+                        format!("{} leases", instance.leases.len())
+                    }
+                    _ => "waiting for a lease".to_owned(),
+                }
+            }),
+            RelayMethod::Log(log) => ops.log_slots().await.map(|slots| {
+                let active = slots
+                    .iter()
+                    .any(|slot| slot.slot == log.slot && slot.active_relay.as_deref() == Some(me));
+                let role = if active { "active" } else { "standby" };
+                format!("{role} on slot {}", log.slot)
+            }),
+        }
+    };
+    match tokio::time::timeout(crate::broker::PROBE_TIMEOUT, read).await {
+        Ok(Ok(text)) => text,
+        Ok(Err(error)) => format!("unknown: {error}"),
+        Err(_) => "unknown: no answer within 2 s".to_owned(),
     }
 }
