@@ -34,22 +34,30 @@ mod console;
 pub mod env;
 mod file;
 mod http;
+mod log;
+mod outbox;
 mod problem;
 mod relay;
+mod route;
 mod secret;
+mod stream;
+mod tuning;
 mod value;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub use broker::{BrokerKind, BrokerSettings, RouteSettings, StreamSettings};
+pub use broker::{BrokerKind, BrokerSettings};
 pub use console::{
     ConsoleSettings, ConsoleSettingsBuilder, ConsoleUser, DEFAULT_SESSION_TTL, MIN_TOKEN_LEN, Role,
 };
 pub use http::{DEFAULT_LISTEN, HttpSettings};
+pub use log::{LogSettings, SharedSettings};
 pub use problem::{ConfigError, ConfigProblem};
-pub use relay::{LogSettings, RelayMethod, RelaySettings, SharedSettings};
+pub use relay::{RelayMethod, RelaySettings};
+pub use route::RouteSettings;
 pub use secret::{Secret, redacted_url};
+pub use stream::StreamSettings;
 
 use file::{FileConfig, FileRelay};
 use problem::Problems;
