@@ -111,7 +111,7 @@ impl ConsoleSettingsBuilder {
     /// Checks the users as the configuration file's are checked.
     ///
     /// # Errors
-    /// [`ConfigError`] with every problem (`console.user[i].…` paths).
+    /// [`ConfigError`](super::ConfigError) with every problem (`console.user[i].…` paths).
     pub fn build(self) -> Result<ConsoleSettings, super::ConfigError> {
         let file = FileConsole {
             enabled: Some(true),

@@ -1,5 +1,5 @@
 //! The service's configuration: a TOML file, with `OUTBOX_…` environment overrides for
-//! every secret and URL ([`env`]), checked as a whole: [`ConfigError`] lists every problem
+//! every secret and URL ([`mod@env`]), checked as a whole: [`ConfigError`] lists every problem
 //! with its key path, never only the first.
 //!
 //! ```toml
@@ -109,7 +109,7 @@ impl ServerConfigBuilder {
         self
     }
 
-    /// The environment (only `OUTBOX_…` variables are read; see [`env`]).
+    /// The environment (only `OUTBOX_…` variables are read; see [`mod@env`]).
     pub fn env<I, K, V>(mut self, vars: I) -> Self
     where
         I: IntoIterator<Item = (K, V)>,
