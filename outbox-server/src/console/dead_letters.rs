@@ -142,7 +142,7 @@ pub async fn show(
             pre.error #last-error { (error) }
         }
         (envelope_view(&row.envelope))
-        (actions(base, &operator, status, &action))
+        (actions(&operator, status, &action))
         h2 { "Operator log" }
         (actions_table(&log))
     };
@@ -151,13 +151,7 @@ pub async fn show(
 }
 
 /// The requeue and skip forms, for the statuses that allow them (operators only).
-fn actions(
-    base: &Base,
-    operator: &Operator,
-    status: &str,
-    action: &dyn Fn(&str) -> String,
-) -> Markup {
-    let _ = base;
+fn actions(operator: &Operator, status: &str, action: &dyn Fn(&str) -> String) -> Markup {
     let can_requeue = matches!(status, "dead" | "failed" | "skipped");
     let can_skip = matches!(status, "dead" | "failed" | "pending");
     html! {
