@@ -863,6 +863,27 @@ async fn skip_policy_and_operator_skip(db: &TestDb) {
     assert_eq!(log[0].action, outbox_seaorm::ops::OperatorActionKind::Skip);
     assert_eq!(log[0].actor, "bob");
     assert_eq!(log[0].reason.as_deref(), Some("superseded by v3"));
+    // The latest entries, oldest first, read without the whole log: the skip, then a
+    // requeue and a second skip of the same row.
+    ops.requeue(blocked[0], "ann", Some("one more try"))
+        .await
+        .unwrap();
+    ops.skip(blocked[0], "cy", "gone for good").await.unwrap();
+    let latest: Vec<(String, Option<String>)> = ops
+        .latest_operator_actions(2)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|action| (action.actor, action.reason))
+        .collect();
+    assert_eq!(
+        latest,
+        [
+            ("ann".to_owned(), Some("one more try".to_owned())),
+            ("cy".to_owned(), Some("gone for good".to_owned()))
+        ]
+    );
+    assert_eq!(ops.latest_operator_actions(10).await.unwrap().len(), 3);
 }
 
 /// Cancelling `run` while a batch is in flight: the batch finishes and is marked, then the

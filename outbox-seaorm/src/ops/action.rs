@@ -214,6 +214,15 @@ impl Operations {
         &self,
         message_id: Option<Uuid>,
     ) -> Result<Vec<OperatorAction>, DbErr> {
-        self.store.operator_log(&self.db, message_id).await
+        self.store.operator_log(&self.db, message_id, None).await
+    }
+
+    /// The latest `limit` entries of the operator log, oldest first: what a page of the log
+    /// shows without reading all of it.
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn latest_operator_actions(&self, limit: u64) -> Result<Vec<OperatorAction>, DbErr> {
+        self.store.operator_log(&self.db, None, Some(limit)).await
     }
 }

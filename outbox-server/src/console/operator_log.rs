@@ -10,7 +10,7 @@ use super::error::ConsoleError;
 use super::page::{layout, short, time};
 
 /// The most entries the page shows (the latest).
-pub const PAGE_LIMIT: usize = 500;
+pub const PAGE_LIMIT: u64 = 500;
 
 /// A table of `actions`, newest first.
 pub fn actions_table(actions: &[OperatorAction]) -> Markup {
@@ -45,11 +45,10 @@ pub async fn page(
     Path(relay): Path<String>,
 ) -> Result<Markup, ConsoleError> {
     let ops = console.tenant(&relay)?.operations()?;
-    let log = ops.operator_log(None).await?;
-    let shown = &log[log.len().saturating_sub(PAGE_LIMIT)..];
+    let log = ops.latest_operator_actions(PAGE_LIMIT).await?;
     let body = html! {
-        @if log.len() > PAGE_LIMIT { p { "The latest " (PAGE_LIMIT) " of " (log.len()) " entries." } }
-        (actions_table(shown))
+        @if log.len() as u64 == PAGE_LIMIT { p { "The latest " (PAGE_LIMIT) " entries." } }
+        (actions_table(&log))
     };
     Ok(layout(
         &operator.base,

@@ -138,6 +138,7 @@ impl Store {
         &self,
         conn: &C,
         message_id: Option<Uuid>,
+        latest: Option<u64>,
     ) -> Result<Vec<OperatorAction>, DbErr> {
         let backend = self.backend;
         let q = |name: &str| quote(backend, name);
@@ -149,8 +150,19 @@ impl Store {
             sql.push(&format!(" WHERE {} = ", q("message_id")))
                 .bind(dialect::uuid(backend, id));
         }
-        sql.push(&format!(" ORDER BY {}", q("id")));
-        let rows = conn.query_all_raw(sql.build()).await?;
+        match latest {
+            // The latest `limit` entries, read newest first and returned oldest first.
+            Some(limit) => {
+                sql.push(&format!(" ORDER BY {} DESC LIMIT {limit}", q("id")));
+            }
+            None => {
+                sql.push(&format!(" ORDER BY {}", q("id")));
+            }
+        }
+        let mut rows = conn.query_all_raw(sql.build()).await?;
+        if latest.is_some() {
+            rows.reverse();
+        }
         rows.iter()
             .map(|row| {
                 let action: String = row.try_get("", "action")?;
