@@ -64,6 +64,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::measure::median;
+use crate::order_rows::{self, BOOKS, Due};
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -73,8 +74,6 @@ const OUTBOX: &str = "brk_outbox";
 const INBOX: &str = "brk_inbox";
 /// The inbox consumer of the benchmark's handler.
 const CONSUMER: &str = "bench.broker-reserve";
-/// Books in the business table; message `n` reserves book `n % BOOKS`.
-const BOOKS: usize = 100;
 
 /// `--broker`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -1163,30 +1162,6 @@ struct Figures {
     consume: Option<[f64; 3]>,
 }
 
-/// Inserts `rows` pending rows in the framework's format with plain SQL (fast set-up),
-/// spread over `aggregates` aggregates (order ids), payload an `OrderPlacedV1` of 2 books.
-async fn fill(pool: &PgPool, rows: usize, aggregates: usize) -> Result<(), BoxError> {
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO {OUTBOX} (message_id, event_type, version, aggregate_type, aggregate_id, \
-         partition, headers, occurred_at, payload, status, attempts, next_attempt_at, \
-         published_at, created_at) \
-         SELECT gen_random_uuid(), 'bookstore.ordering.order-placed.v1', 1, 'order', \
-         md5('order-' || (i % {aggregates}))::uuid::text, (i % {aggregates}) % 64, '{{}}'::jsonb, \
-         now(), jsonb_build_object('order_id', md5('order-' || (i % {aggregates}))::uuid, \
-         'checkout_id', gen_random_uuid(), 'customer_id', md5('customer-' || (i % 97))::uuid, \
-         'books', jsonb_build_array( \
-           jsonb_build_object('book_id', 'book-' || (i % {BOOKS}), 'quantity', 1 + i % 3, \
-             'unit_price', jsonb_build_object('amount', '12.50', 'currency', 'EUR')), \
-           jsonb_build_object('book_id', 'book-' || ((i + 1) % {BOOKS}), 'quantity', 1, \
-             'unit_price', jsonb_build_object('amount', '8.90', 'currency', 'EUR')))), \
-         'pending', 0, now() - interval '1 second', NULL, now() \
-         FROM generate_series(1, {rows}) AS i"
-    )))
-    .execute(pool)
-    .await?;
-    Ok(())
-}
-
 async fn reset(pool: &PgPool) -> Result<(), BoxError> {
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "UPDATE {OUTBOX} SET status = 'pending', published_at = NULL, attempts = 0"
@@ -1765,7 +1740,7 @@ async fn run_in(db: &DatabaseConnection, args: BrokersArgs) -> Result<(), BoxErr
         .build()?;
     outbox_seaorm::schema::install(db, &outbox).await?;
     let pool = db.get_postgres_connection_pool().clone();
-    fill(&pool, args.rows, args.aggregates).await?;
+    order_rows::insert(&pool, OUTBOX, args.rows, args.aggregates, Due::Now).await?;
     sqlx::query(
         "CREATE TABLE bench_stock (book_id TEXT PRIMARY KEY, reserved BIGINT NOT NULL DEFAULT 0)",
     )

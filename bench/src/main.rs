@@ -37,6 +37,7 @@ mod brokers;
 mod inbox;
 mod log;
 mod measure;
+mod order_rows;
 mod relay;
 mod scratch;
 mod service;

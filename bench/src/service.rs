@@ -33,6 +33,7 @@ use sea_orm::{ConnectionTrait, Database, DatabaseConnection};
 use tokio_util::sync::CancellationToken;
 
 use crate::measure::median;
+use crate::order_rows::{self, Due};
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -156,24 +157,7 @@ async fn fill(pool: &PgPool, rows: usize, aggregates: usize) -> Result<(), BoxEr
     sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {OUTBOX}")))
         .execute(pool)
         .await?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO {OUTBOX} (message_id, event_type, version, aggregate_type, aggregate_id, \
-         partition, headers, occurred_at, payload, status, attempts, next_attempt_at, \
-         published_at, created_at) \
-         SELECT gen_random_uuid(), 'bookstore.ordering.order-placed.v1', 1, 'order', \
-         md5('order-' || (i % {aggregates}))::uuid::text, (i % {aggregates}) % 64, '{{}}'::jsonb, \
-         now(), jsonb_build_object('order_id', md5('order-' || (i % {aggregates}))::uuid, \
-         'checkout_id', gen_random_uuid(), 'customer_id', md5('customer-' || (i % 97))::uuid, \
-         'books', jsonb_build_array( \
-           jsonb_build_object('book_id', 'book-' || (i % 100), 'quantity', 1 + i % 3, \
-             'unit_price', jsonb_build_object('amount', '12.50', 'currency', 'EUR')), \
-           jsonb_build_object('book_id', 'book-' || ((i + 1) % 100), 'quantity', 1, \
-             'unit_price', jsonb_build_object('amount', '8.90', 'currency', 'EUR')))), \
-         'pending', 1, now() + interval '1 hour', NULL, now() \
-         FROM generate_series(1, {rows}) AS i"
-    )))
-    .execute(pool)
-    .await?;
+    order_rows::insert(pool, OUTBOX, rows, aggregates, Due::Parked).await?;
     sqlx::query(sqlx::AssertSqlSafe(format!("VACUUM ANALYZE {OUTBOX}")))
         .execute(pool)
         .await?;

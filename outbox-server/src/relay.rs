@@ -44,6 +44,18 @@ pub enum Phase {
     Stopped,
 }
 
+impl Phase {
+    /// `starting`, `running`, `retrying` or `stopped`.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            Self::Starting => "starting",
+            Self::Running => "running",
+            Self::Retrying { .. } => "retrying",
+            Self::Stopped => "stopped",
+        }
+    }
+}
+
 /// What the rest of the service knows of a relay task.
 #[derive(Debug)]
 pub struct RelayTask {

@@ -98,6 +98,24 @@ async fn screenshot(browser: &Browser, name: &str) {
     }
 }
 
+async fn click(browser: &Browser, locator: Locator<'_>) {
+    browser.find(locator).await.unwrap().click().await.unwrap();
+}
+
+async fn type_into(browser: &Browser, locator: Locator<'_>, text: &str) {
+    browser
+        .find(locator)
+        .await
+        .unwrap()
+        .send_keys(text)
+        .await
+        .unwrap();
+}
+
+async fn wait_for(browser: &Browser, locator: Locator<'_>) {
+    browser.wait().for_element(locator).await.unwrap();
+}
+
 async fn text(browser: &Browser, css: &str) -> String {
     browser
         .find(Locator::Css(css))
@@ -181,25 +199,9 @@ stream = {{ name = "SRVB_{id}", subjects = ["srvb{id}.parked"] }}
     // Not logged in: the login form.
     browser.goto(&root).await.unwrap();
     assert_eq!(browser.title().await.unwrap(), "Log in · outbox console");
-    browser
-        .find(Locator::Css("#token"))
-        .await
-        .unwrap()
-        .send_keys(TOKEN)
-        .await
-        .unwrap();
-    browser
-        .find(Locator::Css("button[type=submit]"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    browser
-        .wait()
-        .for_element(Locator::Css("section.tenant[data-relay=orders]"))
-        .await
-        .unwrap();
+    type_into(&browser, Locator::Css("#token"), TOKEN).await;
+    click(&browser, Locator::Css("button[type=submit]")).await;
+    wait_for(&browser, Locator::Css("section.tenant[data-relay=orders]")).await;
     assert_eq!(browser.title().await.unwrap(), "Overview · outbox console");
     assert_eq!(text(&browser, "td.dead").await, "1");
     assert_eq!(text(&browser, "span.phase").await, "running");
@@ -211,30 +213,10 @@ stream = {{ name = "SRVB_{id}", subjects = ["srvb{id}.parked"] }}
     screenshot(&browser, "overview.png").await;
 
     // The dead letter: listed, opened, its payload shown as text.
-    browser
-        .find(Locator::LinkText("Dead letters"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    browser
-        .wait()
-        .for_element(Locator::Css("#dead-letters"))
-        .await
-        .unwrap();
-    browser
-        .find(Locator::LinkText(&message_id.to_string()))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
-    browser
-        .wait()
-        .for_element(Locator::Css("#payload"))
-        .await
-        .unwrap();
+    click(&browser, Locator::LinkText("Dead letters")).await;
+    wait_for(&browser, Locator::Css("#dead-letters")).await;
+    click(&browser, Locator::LinkText(&message_id.to_string())).await;
+    wait_for(&browser, Locator::Css("#payload")).await;
     assert_eq!(text(&browser, "strong.status").await, "dead");
     assert!(
         text(&browser, "#payload")
@@ -266,20 +248,13 @@ stream = {{ name = "SRVB_{id}", subjects = ["srvb{id}.parked"] }}
         .unwrap();
 
     // Requeue, confirm the dialog, and watch it publish.
-    browser
-        .find(Locator::Css("#requeue input[name=reason]"))
-        .await
-        .unwrap()
-        .send_keys("stream created")
-        .await
-        .unwrap();
-    browser
-        .find(Locator::Css("#requeue button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    type_into(
+        &browser,
+        Locator::Css("#requeue input[name=reason]"),
+        "stream created",
+    )
+    .await;
+    click(&browser, Locator::Css("#requeue button")).await;
     assert_eq!(
         browser.get_alert_text().await.unwrap(),
         "Publish this message again?"

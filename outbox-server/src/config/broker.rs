@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::broker_kind::BrokerKind;
 use super::env::Overrides;
 use super::file::FileBroker;
 use super::problem::Problems;
@@ -10,42 +11,6 @@ use super::route::{RouteSettings, check_route};
 use super::secret::Secret;
 use super::stream::{StreamSettings, check_stream};
 use super::value::{choice, positive_duration};
-
-/// The broker a relay publishes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BrokerKind {
-    /// NATS JetStream (`nats://host:4222`).
-    Nats,
-    /// RabbitMQ with publisher confirms (`amqp://user:password@host:5672/vhost`).
-    RabbitMq,
-    /// Kafka, idempotent producer (bootstrap servers `host:9092,host:9092`).
-    Kafka,
-    /// Redis Streams (`redis://host:6379`).
-    Redis,
-}
-
-impl BrokerKind {
-    /// Whether this build has the broker's client (cargo features `nats`, `rabbitmq`,
-    /// `kafka`, `redis`; all by default).
-    pub const fn compiled(self) -> bool {
-        match self {
-            Self::Nats => cfg!(feature = "nats"),
-            Self::RabbitMq => cfg!(feature = "rabbitmq"),
-            Self::Kafka => cfg!(feature = "kafka"),
-            Self::Redis => cfg!(feature = "redis"),
-        }
-    }
-
-    /// `nats`, `rabbitmq`, `kafka` or `redis`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::Nats => "nats",
-            Self::RabbitMq => "rabbitmq",
-            Self::Kafka => "kafka",
-            Self::Redis => "redis",
-        }
-    }
-}
 
 /// The broker of one relay.
 #[derive(Debug, Clone, PartialEq, Eq)]

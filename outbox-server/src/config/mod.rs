@@ -30,6 +30,7 @@
 //! environment.
 
 mod broker;
+mod broker_kind;
 mod console;
 pub mod env;
 mod file;
@@ -47,7 +48,8 @@ mod value;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-pub use broker::{BrokerKind, BrokerSettings};
+pub use broker::BrokerSettings;
+pub use broker_kind::BrokerKind;
 pub use console::{
     ConsoleSettings, ConsoleSettingsBuilder, ConsoleUser, DEFAULT_SESSION_TTL, MIN_TOKEN_LEN, Role,
 };

@@ -2,7 +2,7 @@
 
 use outbox_brokers::route::{PartitionedRoute, Route};
 
-use super::broker::BrokerKind;
+use super::broker_kind::BrokerKind;
 use super::file::FileRoute;
 use super::problem::Problems;
 use super::value::choice;

@@ -7,7 +7,7 @@ use std::path::Path;
 use axum::extract::{Path as UrlPath, State};
 use maud::{Markup, html};
 use outbox_core::ContractRegistry;
-use outbox_core::schema::{ContractIndex, INDEX_FILE, contract_index};
+use outbox_core::schema::{ContractIndex, INDEX_FILE, IndexEntry};
 
 use super::Console;
 use super::auth::Operator;
@@ -35,6 +35,22 @@ pub struct Contract {
     pub source: String,
 }
 
+impl Contract {
+    /// The contract of an index entry, with its schema text and where it was read.
+    fn of(entry: IndexEntry, schema: String, source: String) -> Self {
+        Self {
+            event_type: entry.event_type,
+            version: entry.version,
+            aggregate_type: entry.aggregate_type,
+            key_field: entry.key_field,
+            rust_type: entry.rust_type,
+            description: entry.description,
+            schema,
+            source,
+        }
+    }
+}
+
 /// The contracts: compiled in, then those of `folder` (a contract in both shows once, as
 /// compiled in); and what went wrong reading the folder.
 pub fn load(folder: Option<&Path>) -> (Vec<Contract>, Option<String>) {
@@ -42,23 +58,11 @@ pub fn load(folder: Option<&Path>) -> (Vec<Contract>, Option<String>) {
     let mut problem = None;
     match ContractRegistry::collect() {
         Ok(registry) => {
-            for (entry, registration) in contract_index(&registry)
-                .contracts
-                .into_iter()
-                .zip(registry.contracts())
-            {
+            for registration in registry.contracts() {
                 let schema =
                     serde_json::to_string_pretty(&registration.json_schema()).unwrap_or_default();
-                contracts.push(Contract {
-                    event_type: entry.event_type,
-                    version: entry.version,
-                    aggregate_type: entry.aggregate_type,
-                    key_field: entry.key_field,
-                    rust_type: entry.rust_type,
-                    description: entry.description,
-                    schema,
-                    source: "compiled in".to_owned(),
-                });
+                let entry = IndexEntry::of(registration);
+                contracts.push(Contract::of(entry, schema, "compiled in".to_owned()));
             }
         }
         Err(error) => problem = Some(error.to_string()),
@@ -96,16 +100,11 @@ fn read_folder(folder: &Path) -> Result<Vec<Contract>, String> {
         .map(|entry| {
             let schema = std::fs::read_to_string(folder.join(&entry.schema))
                 .map_err(|error| format!("{}: {error}", entry.schema))?;
-            Ok(Contract {
-                schema: pretty_json(&schema),
-                event_type: entry.event_type,
-                version: entry.version,
-                aggregate_type: entry.aggregate_type,
-                key_field: entry.key_field,
-                rust_type: entry.rust_type,
-                description: entry.description,
-                source: folder.display().to_string(),
-            })
+            Ok(Contract::of(
+                entry,
+                pretty_json(&schema),
+                folder.display().to_string(),
+            ))
         })
         .collect()
 }

@@ -4,18 +4,18 @@
 
 use axum::Form;
 use axum::extract::{Path, Query, State};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::Response;
 use maud::{Markup, html};
 use outbox_core::Envelope;
 use serde::Deserialize;
 use uuid::Uuid;
 
 use super::Console;
+use super::action::{ActionForm, Offer, forms, perform};
 use super::auth::Operator;
 use super::error::ConsoleError;
 use super::operator_log::actions_table;
-use super::page::{Base, csrf_field, layout, pretty_json, short, time};
-use crate::config::Role;
+use super::page::{layout, pretty_json, short, time};
 
 /// The most rows a list shows.
 pub const LIST_LIMIT: u64 = 200;
@@ -130,7 +130,14 @@ pub async fn show(
     let log = ops.operator_log(Some(message_id)).await?;
     let base = &operator.base;
     let status = row.status.as_str();
-    let action = |verb: &str| base.at(&format!("/relays/{relay}/dead-letters/{message_id}/{verb}"));
+    let offer = Offer {
+        page: &page(&operator, &relay, &message_id.to_string()),
+        requeue: matches!(status, "dead" | "failed" | "skipped")
+            .then_some("Publish this message again?"),
+        requeue_reason: true,
+        skip: matches!(status, "dead" | "failed" | "pending")
+            .then_some("Never publish this message?"),
+    };
     let body = html! {
         p.facts {
             "Status " strong.status data-status=(status) { (status) } " · "
@@ -142,51 +149,12 @@ pub async fn show(
             pre.error #last-error { (error) }
         }
         (envelope_view(&row.envelope))
-        (actions(&operator, status, &action))
+        (forms(&operator, offer))
         h2 { "Operator log" }
         (actions_table(&log))
     };
     let title = format!("{relay}: {}", row.envelope.event_type);
     Ok(layout(base, &operator.session, &title, body))
-}
-
-/// The requeue and skip forms, for the statuses that allow them (operators only).
-fn actions(operator: &Operator, status: &str, action: &dyn Fn(&str) -> String) -> Markup {
-    let can_requeue = matches!(status, "dead" | "failed" | "skipped");
-    let can_skip = matches!(status, "dead" | "failed" | "pending");
-    html! {
-        @if operator.session.role == Role::Reader {
-            p.readonly { "Read-only: your role cannot requeue or skip." }
-        } @else if can_requeue || can_skip {
-            div.actions {
-                @if can_requeue {
-                    form #requeue method="post" action=(action("requeue")) data-confirm="Publish this message again?" {
-                        (csrf_field(&operator.session))
-                        input type="text" name="reason" placeholder="Why (optional)" maxlength="1000";
-                        button type="submit" { "Requeue" }
-                    }
-                }
-                @if can_skip {
-                    form #skip method="post" action=(action("skip")) data-confirm="Never publish this message?" {
-                        (csrf_field(&operator.session))
-                        input type="text" name="reason" placeholder="Why (required)" required maxlength="1000";
-                        button type="submit" { "Skip" }
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// An action's form.
-#[derive(Debug, Deserialize)]
-pub struct ActionForm {
-    /// The session's CSRF token.
-    #[serde(default)]
-    pub csrf: String,
-    /// Why.
-    #[serde(default)]
-    pub reason: String,
 }
 
 /// `POST /relays/{relay}/dead-letters/{message_id}/requeue`.
@@ -196,15 +164,16 @@ pub async fn requeue(
     Path((relay, message_id)): Path<(String, String)>,
     Form(form): Form<ActionForm>,
 ) -> Result<Response, ConsoleError> {
-    if let Err(refusal) = operator.may_act(&form.csrf) {
-        return Ok(refusal);
-    }
-    let message_id = parse_id(&message_id)?;
-    let ops = console.tenant(&relay)?.operations()?;
-    let reason = Some(form.reason.trim()).filter(|reason| !reason.is_empty());
-    ops.requeue(message_id, &operator.session.user, reason)
-        .await?;
-    Ok(back(&operator.base, &relay, message_id))
+    let page = page(&operator, &relay, &message_id);
+    perform(&operator, &form.csrf, &page, async {
+        let message_id = parse_id(&message_id)?;
+        let ops = console.tenant(&relay)?.operations()?;
+        let reason = Some(form.reason.trim()).filter(|reason| !reason.is_empty());
+        ops.requeue(message_id, &operator.session.user, reason)
+            .await?;
+        Ok(())
+    })
+    .await
 }
 
 /// `POST /relays/{relay}/dead-letters/{message_id}/skip`.
@@ -214,18 +183,22 @@ pub async fn skip(
     Path((relay, message_id)): Path<(String, String)>,
     Form(form): Form<ActionForm>,
 ) -> Result<Response, ConsoleError> {
-    if let Err(refusal) = operator.may_act(&form.csrf) {
-        return Ok(refusal);
-    }
-    let message_id = parse_id(&message_id)?;
-    let ops = console.tenant(&relay)?.operations()?;
-    ops.skip(message_id, &operator.session.user, form.reason.trim())
-        .await?;
-    Ok(back(&operator.base, &relay, message_id))
+    let page = page(&operator, &relay, &message_id);
+    perform(&operator, &form.csrf, &page, async {
+        let message_id = parse_id(&message_id)?;
+        let ops = console.tenant(&relay)?.operations()?;
+        ops.skip(message_id, &operator.session.user, form.reason.trim())
+            .await?;
+        Ok(())
+    })
+    .await
 }
 
-fn back(base: &Base, relay: &str, message_id: Uuid) -> Response {
-    Redirect::to(&base.at(&format!("/relays/{relay}/dead-letters/{message_id}"))).into_response()
+/// The row's page.
+fn page(operator: &Operator, relay: &str, message_id: &str) -> String {
+    operator
+        .base
+        .at(&format!("/relays/{relay}/dead-letters/{message_id}"))
 }
 
 fn parse_id(text: &str) -> Result<Uuid, ConsoleError> {

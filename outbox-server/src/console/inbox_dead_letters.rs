@@ -5,17 +5,17 @@
 
 use axum::Form;
 use axum::extract::{Path, Query, State};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::Response;
 use maud::{Markup, html};
 use outbox_seaorm::inbox::dead_letter::{DeadLetterStatus, StoredMessage};
 use serde::Deserialize;
 
 use super::Console;
+use super::action::{ActionForm, Offer, changed, forms, perform};
 use super::auth::Operator;
-use super::dead_letters::{ActionForm, LIST_LIMIT, envelope_view};
+use super::dead_letters::{LIST_LIMIT, envelope_view};
 use super::error::ConsoleError;
-use super::page::{csrf_field, layout, pretty_json, short, time};
-use crate::config::Role;
+use super::page::{layout, pretty_json, short, time};
 
 /// The list's filter.
 #[derive(Debug, Deserialize)]
@@ -99,7 +99,13 @@ pub async fn show(
             what: format!("consumer dead letter {id}"),
         })?;
     let base = &operator.base;
-    let action = |verb: &str| base.at(&format!("/relays/{relay}/inbox-dead-letters/{id}/{verb}"));
+    let dead = letter.status == DeadLetterStatus::Dead;
+    let offer = Offer {
+        page: &page(&operator, &relay, id),
+        requeue: dead.then_some("Hand this message to its consumer again?"),
+        requeue_reason: false,
+        skip: dead.then_some("Give this message up?"),
+    };
     let body = html! {
         p.facts {
             "Status " strong.status data-status=(letter.status.as_str()) { (letter.status.as_str()) }
@@ -123,21 +129,7 @@ pub async fn show(
             }
             _ => p { "A message stored in a form this console does not know." },
         }
-        @if operator.session.role == Role::Reader {
-            p.readonly { "Read-only: your role cannot requeue or skip." }
-        } @else if letter.status == DeadLetterStatus::Dead {
-            div.actions {
-                form #requeue method="post" action=(action("requeue")) data-confirm="Hand this message to its consumer again?" {
-                    (csrf_field(&operator.session))
-                    button type="submit" { "Requeue" }
-                }
-                form #skip method="post" action=(action("skip")) data-confirm="Give this message up?" {
-                    (csrf_field(&operator.session))
-                    input type="text" name="reason" placeholder="Why (required)" required maxlength="1000";
-                    button type="submit" { "Skip" }
-                }
-            }
-        }
+        (forms(&operator, offer))
     };
     let title = format!("{relay}: consumer dead letter {id}");
     Ok(layout(base, &operator.session, &title, body))
@@ -150,24 +142,16 @@ pub async fn requeue(
     Path((relay, id)): Path<(String, i64)>,
     Form(form): Form<ActionForm>,
 ) -> Result<Response, ConsoleError> {
-    if let Err(refusal) = operator.may_act(&form.csrf) {
-        return Ok(refusal);
-    }
-    let ops = console.tenant(&relay)?.operations()?;
-    if !ops
-        .requeue_consumer_dead_letter(id, &operator.session.user)
-        .await?
-    {
-        return Err(ConsoleError::BadRequest(format!(
-            "consumer dead letter {id} is not dead"
-        )));
-    }
-    Ok(Redirect::to(
-        &operator
-            .base
-            .at(&format!("/relays/{relay}/inbox-dead-letters/{id}")),
-    )
-    .into_response())
+    let page = page(&operator, &relay, id);
+    perform(&operator, &form.csrf, &page, async {
+        let ops = console.tenant(&relay)?.operations()?;
+        changed(
+            ops.requeue_consumer_dead_letter(id, &operator.session.user)
+                .await?,
+            &format!("consumer dead letter {id}"),
+        )
+    })
+    .await
 }
 
 /// `POST /relays/{relay}/inbox-dead-letters/{id}/skip`.
@@ -177,22 +161,21 @@ pub async fn skip(
     Path((relay, id)): Path<(String, i64)>,
     Form(form): Form<ActionForm>,
 ) -> Result<Response, ConsoleError> {
-    if let Err(refusal) = operator.may_act(&form.csrf) {
-        return Ok(refusal);
-    }
-    let ops = console.tenant(&relay)?.operations()?;
-    if !ops
-        .skip_consumer_dead_letter(id, &operator.session.user, form.reason.trim())
-        .await?
-    {
-        return Err(ConsoleError::BadRequest(format!(
-            "consumer dead letter {id} is not dead"
-        )));
-    }
-    Ok(Redirect::to(
-        &operator
-            .base
-            .at(&format!("/relays/{relay}/inbox-dead-letters/{id}")),
-    )
-    .into_response())
+    let page = page(&operator, &relay, id);
+    perform(&operator, &form.csrf, &page, async {
+        let ops = console.tenant(&relay)?.operations()?;
+        changed(
+            ops.skip_consumer_dead_letter(id, &operator.session.user, form.reason.trim())
+                .await?,
+            &format!("consumer dead letter {id}"),
+        )
+    })
+    .await
+}
+
+/// The dead letter's page.
+fn page(operator: &Operator, relay: &str, id: i64) -> String {
+    operator
+        .base
+        .at(&format!("/relays/{relay}/inbox-dead-letters/{id}"))
 }

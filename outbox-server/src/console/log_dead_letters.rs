@@ -5,17 +5,17 @@
 
 use axum::Form;
 use axum::extract::{Path, Query, State};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::Response;
 use maud::{Markup, html};
 use outbox_seaorm::record::log_dead_letter::LogDeadLetterStatus;
 use serde::Deserialize;
 
 use super::Console;
+use super::action::{ActionForm, Offer, changed, forms, perform};
 use super::auth::Operator;
-use super::dead_letters::{ActionForm, LIST_LIMIT, envelope_view};
+use super::dead_letters::{LIST_LIMIT, envelope_view};
 use super::error::ConsoleError;
-use super::page::{csrf_field, layout, short, time};
-use crate::config::Role;
+use super::page::{layout, short, time};
 
 /// The list's filter.
 #[derive(Debug, Deserialize)]
@@ -103,7 +103,12 @@ pub async fn show(
         })?;
     let base = &operator.base;
     let dead = letter.status == LogDeadLetterStatus::Dead;
-    let action = |verb: &str| base.at(&format!("/relays/{relay}/log-dead-letters/{id}/{verb}"));
+    let offer = Offer {
+        page: &page(&operator, &relay, id),
+        requeue: dead.then_some("Publish this event again, then the events parked behind it?"),
+        requeue_reason: false,
+        skip: dead.then_some("Never publish this event?"),
+    };
     let body = html! {
         p.facts {
             "Status " strong.status data-status=(letter.status.as_str()) { (letter.status.as_str()) }
@@ -118,21 +123,7 @@ pub async fn show(
             Some(envelope) => (envelope_view(envelope)),
             None => p.error { "The event could not be read into an envelope; its key fields are above." },
         }
-        @if operator.session.role == Role::Reader {
-            p.readonly { "Read-only: your role cannot requeue or skip." }
-        } @else if dead {
-            div.actions {
-                form #requeue method="post" action=(action("requeue")) data-confirm="Publish this event again, then the events parked behind it?" {
-                    (csrf_field(&operator.session))
-                    button type="submit" { "Requeue" }
-                }
-                form #skip method="post" action=(action("skip")) data-confirm="Never publish this event?" {
-                    (csrf_field(&operator.session))
-                    input type="text" name="reason" placeholder="Why (required)" required maxlength="1000";
-                    button type="submit" { "Skip" }
-                }
-            }
-        }
+        (forms(&operator, offer))
     };
     Ok(layout(
         base,
@@ -149,24 +140,16 @@ pub async fn requeue(
     Path((relay, id)): Path<(String, i64)>,
     Form(form): Form<ActionForm>,
 ) -> Result<Response, ConsoleError> {
-    if let Err(refusal) = operator.may_act(&form.csrf) {
-        return Ok(refusal);
-    }
-    let ops = console.tenant(&relay)?.operations()?;
-    if !ops
-        .requeue_log_dead_letter(id, &operator.session.user)
-        .await?
-    {
-        return Err(ConsoleError::BadRequest(format!(
-            "log relay dead letter {id} is not dead"
-        )));
-    }
-    Ok(Redirect::to(
-        &operator
-            .base
-            .at(&format!("/relays/{relay}/log-dead-letters/{id}")),
-    )
-    .into_response())
+    let page = page(&operator, &relay, id);
+    perform(&operator, &form.csrf, &page, async {
+        let ops = console.tenant(&relay)?.operations()?;
+        changed(
+            ops.requeue_log_dead_letter(id, &operator.session.user)
+                .await?,
+            &format!("log relay dead letter {id}"),
+        )
+    })
+    .await
 }
 
 /// `POST /relays/{relay}/log-dead-letters/{id}/skip`.
@@ -176,22 +159,21 @@ pub async fn skip(
     Path((relay, id)): Path<(String, i64)>,
     Form(form): Form<ActionForm>,
 ) -> Result<Response, ConsoleError> {
-    if let Err(refusal) = operator.may_act(&form.csrf) {
-        return Ok(refusal);
-    }
-    let ops = console.tenant(&relay)?.operations()?;
-    if !ops
-        .skip_log_dead_letter(id, &operator.session.user, form.reason.trim())
-        .await?
-    {
-        return Err(ConsoleError::BadRequest(format!(
-            "log relay dead letter {id} is not dead"
-        )));
-    }
-    Ok(Redirect::to(
-        &operator
-            .base
-            .at(&format!("/relays/{relay}/log-dead-letters/{id}")),
-    )
-    .into_response())
+    let page = page(&operator, &relay, id);
+    perform(&operator, &form.csrf, &page, async {
+        let ops = console.tenant(&relay)?.operations()?;
+        changed(
+            ops.skip_log_dead_letter(id, &operator.session.user, form.reason.trim())
+                .await?,
+            &format!("log relay dead letter {id}"),
+        )
+    })
+    .await
+}
+
+/// The dead letter's page.
+fn page(operator: &Operator, relay: &str, id: i64) -> String {
+    operator
+        .base
+        .at(&format!("/relays/{relay}/log-dead-letters/{id}"))
 }

@@ -33,6 +33,7 @@
 //! # }
 //! ```
 
+pub mod action;
 pub mod auth;
 pub mod contracts;
 pub mod dead_letters;

@@ -65,7 +65,7 @@ fn tenant_card(base: &Base, card: &Card<'_>) -> Markup {
             p.facts {
                 @if let Some(task) = tenant.relay() {
                     @let (phase, since) = task.phase();
-                    span.phase data-phase=(phase_name(&phase)) { (phase_name(&phase)) } " for " (age(since)) " · "
+                    span.phase data-phase=(phase.as_str()) { (phase.as_str()) } " for " (age(since)) " · "
                     (task.settings().method.as_str()) " relay · "
                     (task.settings().broker.kind.as_str()) " · "
                     @if let Phase::Retrying { error, failures } = &phase {
@@ -141,15 +141,6 @@ fn tenant_card(base: &Base, card: &Card<'_>) -> Markup {
                 a href=(link("/operator-log")) { "Operator log" }
             }
         }
-    }
-}
-
-fn phase_name(phase: &Phase) -> &'static str {
-    match phase {
-        Phase::Starting => "starting",
-        Phase::Running => "running",
-        Phase::Retrying { .. } => "retrying",
-        Phase::Stopped => "stopped",
     }
 }
 

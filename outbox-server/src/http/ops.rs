@@ -111,16 +111,14 @@ async fn check(relay: &RelayTask) -> RelayReadiness {
             Err(error) => error,
         },
     };
-    let (phase_name, error) = match phase {
-        Phase::Starting => ("starting", None),
-        Phase::Running => ("running", None),
-        Phase::Retrying { error, .. } => ("retrying", Some(error)),
-        Phase::Stopped => ("stopped", None),
+    let error = match &phase {
+        Phase::Retrying { error, .. } => Some(error.clone()),
+        _ => None,
     };
-    let ready = phase_name == "running" && database == "ok" && broker == "ok";
+    let ready = phase == Phase::Running && database == "ok" && broker == "ok";
     RelayReadiness {
         name: relay.name().to_owned(),
-        phase: phase_name,
+        phase: phase.as_str(),
         phase_seconds: since.as_secs(),
         database,
         broker,
