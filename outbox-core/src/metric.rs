@@ -28,6 +28,7 @@
 //! | [`WRITE_MODE`] | gauge | `outbox`, `mode` | 1 for the outbox's write mode (`table`, `table+remove_after_insert`, `message`) |
 //! | [`LOG_SLOT_LAG_BYTES`] | gauge | `outbox`, `slot` | log relay: bytes of WAL between the server's position and the slot's acknowledged one |
 //! | [`LOG_SLOT_WAL_STATUS`] | gauge | `outbox`, `slot`, `status` | log relay: 1 for the slot's current `wal_status` (`reserved`, `extended`, `unreserved`, `lost`), 0 for the others |
+//! | [`DATABASE_FAILURES`] | counter | `loop`, `step`, and the loop's `outbox` or `consumer` | failed database attempts of a long-running loop (`relay`, `log relay`, `consumer`, `partitioned consumer`, `relay service`) by step (`batch`, `status gauges`, …); each failing step backs off up to 4 s |
 //! | [`LOG_COMMIT_TO_PUBLISH`] | histogram | `outbox` | log relay: seconds from a transaction's commit to the broker's confirmation of its last event |
 
 /// Gauge: rows with status `pending`.
@@ -73,6 +74,8 @@ pub const LOG_SLOT_WAL_STATUS: &str = "outbox_log_slot_wal_status";
 /// Histogram: seconds from a transaction's commit to the broker's confirmation of its last
 /// event (log relay).
 pub const LOG_COMMIT_TO_PUBLISH: &str = "outbox_log_commit_to_publish_seconds";
+/// Counter: failed database attempts of a long-running loop, by `loop` and `step`.
+pub const DATABASE_FAILURES: &str = "outbox_database_failures_total";
 /// Counter: operator actions (`requeue`, `skip`).
 pub const OPERATOR_ACTIONS: &str = "outbox_operator_actions_total";
 /// Counter: rows deleted by retention, by `table`.

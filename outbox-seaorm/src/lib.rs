@@ -119,6 +119,8 @@
 //!   dispatcher with retries and the consumer dead-letter table;
 //! - [`ops`]: status, dead letters, requeue / skip, retention cleanup (and the `cli`
 //!   feature's command line, module `cli`);
+//! - [`outage`]: how every long-running loop backs off and what it logs while its database
+//!   keeps failing ([`outage::DatabaseOutage`]);
 //! - [`trace`]: W3C trace context (the `otel` feature reads the current span's);
 //! - [`wakeup`]: how a commit on PostgreSQL wakes up listening relays ([`PostgresWakeup`]:
 //!   after commit, coalesced — the default —, in the transaction, or off);
@@ -204,6 +206,7 @@ pub mod limits;
 #[cfg(feature = "migration")]
 pub mod migration;
 pub mod ops;
+pub mod outage;
 pub mod partition;
 pub mod record;
 pub mod relay;

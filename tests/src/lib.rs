@@ -9,6 +9,7 @@
 
 pub mod bookstore;
 pub mod db;
+pub mod log_capture;
 pub mod logical_pg;
 pub mod metrics;
 pub mod proxy;

@@ -105,6 +105,13 @@ impl Leases {
         })
     }
 
+    /// After a failed batch: the next batch heartbeats first and makes sure the lease rows
+    /// exist again (the failure may have been the lease tables', dropped and created anew).
+    pub(super) fn refresh_next(&mut self) {
+        self.last_refresh = None;
+        self.ensured = false;
+    }
+
     /// Whether a heartbeat is due.
     pub(super) fn refresh_due<P>(&self, core: &Core<P>) -> bool {
         self.last_refresh

@@ -183,8 +183,14 @@ pub use tables::RelayTables;
 use self::core::Core;
 use self::leases::Leases;
 use crate::config::Outbox;
+use crate::outage::DatabaseOutage;
 use crate::retention::{self, Purge};
 use crate::status_report::{self, RelayPolicy};
+
+/// The steps of [`Relay::run`]'s loop, as [`DatabaseOutage`] names them.
+const BATCH: &str = "batch";
+const RETENTION: &str = "retention cleanup";
+const GAUGES: &str = "status gauges";
 
 /// Wakes a relay of the same process before its next poll (e.g. right after a commit on
 /// backends without `NOTIFY`). Cheap to clone.
@@ -201,10 +207,13 @@ impl RelayWaker {
 /// A relay for one outbox; see the [module documentation](self).
 pub struct Relay<P> {
     core: Core<P>,
+    outage: DatabaseOutage,
     leases: Leases,
     wake: Arc<Notify>,
-    last_purge: Option<Instant>,
-    last_gauges: Option<Instant>,
+    /// When the retention cleanup runs next (`None`: at once).
+    next_purge: Option<Instant>,
+    /// When the status gauges are read next (`None`: at once).
+    next_gauges: Option<Instant>,
 }
 
 impl<P> std::fmt::Debug for Relay<P> {
@@ -220,12 +229,18 @@ impl<P> std::fmt::Debug for Relay<P> {
 impl<P> Relay<P> {
     /// A relay around `core`, holding no lease yet.
     fn new(core: Core<P>) -> Self {
+        let outage = DatabaseOutage::new(
+            "relay",
+            core.config.instance_id.clone(),
+            core.labels.clone(),
+        );
         Self {
             core,
+            outage,
             leases: Leases::default(),
             wake: Arc::new(Notify::new()),
-            last_purge: None,
-            last_gauges: None,
+            next_purge: None,
+            next_gauges: None,
         }
     }
 }
@@ -281,6 +296,12 @@ impl<P: Publisher + 'static> Relay<P> {
             Arc::clone(&self.core.publisher),
             self.core.config.clone(),
         )
+    }
+
+    /// This relay's database health (shared with [`run`](Self::run)'s loop): what fails
+    /// now, for a readiness check. See [`crate::outage`].
+    pub fn database_outage(&self) -> DatabaseOutage {
+        self.outage.clone()
     }
 
     /// The leases held after the last refresh.
@@ -350,8 +371,10 @@ impl<P: Publisher + 'static> Relay<P> {
     }
 
     /// Runs until `shutdown` is cancelled: batches, waits (poll interval, `NOTIFY`,
-    /// [`waker`](Self::waker)), heartbeats, retention cleanup. A database error is logged
-    /// and the loop goes on after the poll interval.
+    /// [`waker`](Self::waker)), heartbeats, retention cleanup. A database error (of the
+    /// batch, its lease refresh, the status gauges or the cleanup) is retried with backoff
+    /// and logged once, then every 30 s, then at its recovery: see [`crate::outage`] and
+    /// [`database_outage`](Self::database_outage).
     ///
     /// Graceful shutdown: the cancellation is looked at between batches only, so the batch
     /// in flight finishes and is marked; then the relay gives up its leases and removes its
@@ -391,21 +414,39 @@ impl<P: Publisher + 'static> Relay<P> {
                 })
             };
             let again = match batches {
-                Ok(again) => again,
-                Err(error) => {
+                Ok(again) => {
+                    self.outage.succeeded(BATCH);
+                    again
+                }
+                Err(RelayError::Database(error)) => {
                     total.errors += 1;
-                    tracing::warn!(%error, relay = %self.core.config.instance_id, "relay batch failed");
-                    false
+                    // Nothing else runs until the batch works again: no gauges, no
+                    // cleanup, and no early wake-up by commits or the waker.
+                    let pause = self.outage.failed(BATCH, &error);
+                    self.leases.refresh_next();
+                    tokio::select! {
+                        () = shutdown.cancelled() => {}
+                        () = tokio::time::sleep(pause) => {}
+                    }
+                    continue;
                 }
             };
-            if let Err(error) = self.purge_if_due().await {
-                tracing::warn!(%error, "outbox retention cleanup failed");
-            }
-            if self
-                .last_gauges
-                .is_none_or(|at| at.elapsed() >= self.core.config.heartbeat_interval)
+            if self.core.config.retention.is_some()
+                && self.next_purge.is_none_or(|at| Instant::now() >= at)
             {
-                self.last_gauges = Some(Instant::now());
+                let interval = self.core.config.purge_interval;
+                let wait = match self.purge().await {
+                    Ok(()) => {
+                        self.outage.succeeded(RETENTION);
+                        interval
+                    }
+                    Err(RelayError::Database(error)) => {
+                        interval.max(self.outage.failed(RETENTION, &error))
+                    }
+                };
+                self.next_purge = Some(Instant::now() + wait);
+            }
+            if self.next_gauges.is_none_or(|at| Instant::now() >= at) {
                 // Sets the pending / lag / dead gauges.
                 let policy = RelayPolicy {
                     ordering: self.core.config.ordering,
@@ -413,9 +454,15 @@ impl<P: Publisher + 'static> Relay<P> {
                 };
                 let report =
                     status_report::read(&self.core.db, &self.core.outbox, &self.core.store, policy);
-                if let Err(error) = report.await {
-                    tracing::warn!(%error, "reading the outbox status for the metrics failed");
-                }
+                let interval = self.core.config.heartbeat_interval;
+                let wait = match report.await {
+                    Ok(_) => {
+                        self.outage.succeeded(GAUGES);
+                        interval
+                    }
+                    Err(error) => interval.max(self.outage.failed(GAUGES, &error)),
+                };
+                self.next_gauges = Some(Instant::now() + wait);
             }
             if again {
                 continue;
@@ -487,17 +534,12 @@ impl<P: Publisher + 'static> Relay<P> {
         }
     }
 
-    async fn purge_if_due(&mut self) -> Result<(), RelayError> {
+    /// Deletes published rows past the retention (when one is set), in batches, one
+    /// relay at a time.
+    async fn purge(&mut self) -> Result<(), RelayError> {
         let Some(retention) = self.core.config.retention else {
             return Ok(());
         };
-        if self
-            .last_purge
-            .is_some_and(|at| at.elapsed() < self.core.config.purge_interval)
-        {
-            return Ok(());
-        }
-        self.last_purge = Some(Instant::now());
         let purged = retention::purge(
             &self.core.db,
             &self.core.outbox,

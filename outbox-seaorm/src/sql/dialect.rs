@@ -275,3 +275,42 @@ fn is_sqlx_lock_not_available(error: &DbErr) -> bool {
     }
     false
 }
+
+/// The table `error` says does not exist, if that is what it says: PostgreSQL `42P01`
+/// (`undefined_table`: `relation "t" does not exist`), MariaDB 1146 (`ER_NO_SUCH_TABLE`:
+/// `Table 'db.t' doesn't exist`), SQLite `no such table: t`. The name is as the server
+/// wrote it (MariaDB's carries the database).
+pub(crate) fn missing_table(error: &DbErr) -> Option<String> {
+    #[cfg(not(any(feature = "postgres", feature = "mysql", feature = "sqlite")))]
+    {
+        let _ = error;
+        None
+    }
+    #[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+    sqlx_missing_table(error)
+}
+
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "sqlite"))]
+fn sqlx_missing_table(error: &DbErr) -> Option<String> {
+    let (DbErr::Query(RuntimeErr::SqlxError(error))
+    | DbErr::Exec(RuntimeErr::SqlxError(error))
+    | DbErr::Conn(RuntimeErr::SqlxError(error))) = error
+    else {
+        return None;
+    };
+    let database = error.as_database_error()?;
+    let message = database.message();
+    let quoted = |quote: char| {
+        let (_, rest) = message.split_once(quote)?;
+        let (name, _) = rest.split_once(quote)?;
+        Some(name.to_owned())
+    };
+    match database.code().as_deref() {
+        Some("42P01") => return quoted('"').or_else(|| Some(message.to_owned())),
+        Some("42S02") => return quoted('\'').or_else(|| Some(message.to_owned())),
+        _ => {}
+    }
+    message
+        .strip_prefix("no such table: ")
+        .map(|name| name.trim().to_owned())
+}
