@@ -17,6 +17,7 @@ use outbox_core::Raise;
 use outbox_core::in_process::InProcessBroker;
 use outbox_seaorm::outage::MAX_PAUSE;
 use outbox_seaorm::relay::Relay;
+use outbox_seaorm::relay::log::LogRelay;
 use outbox_seaorm::{Outbox, schema};
 use outbox_tests::bookstore::{OrderingContracts, OrderingEvent};
 use outbox_tests::db::{Backend, TestDb};
@@ -206,4 +207,77 @@ async fn polling_relay_backs_off_on_mariadb() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polling_relay_backs_off_on_sqlite() {
     polling_relay(Backend::SqliteFile, "polling_relay_backs_off_on_sqlite").await;
+}
+
+/// The log relay (PostgreSQL, logical decoding): started before its tables exist (the usual
+/// order of a first deployment) it waits for them instead of stopping, then streams; its
+/// tables dropped while it streams, it waits again, bounded and quiet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_relay_waits_for_its_tables() {
+    let test = "log_relay_waits_for_its_tables";
+    let capture = LogCapture::begin().await;
+    let Some(db) = TestDb::logical_postgres(test).await else {
+        return;
+    };
+    let counted = counted_connection(db.url()).await;
+    let outbox = Outbox::default();
+    let broker = InProcessBroker::new();
+    let slot = format!("t_{}", uuid::Uuid::now_v7().simple());
+    let relay = LogRelay::builder(counted.clone(), outbox.clone(), broker.clone())
+        .slot(slot)
+        .heartbeat_interval(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let health = relay.database_outage();
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(relay.run(shutdown.clone()));
+
+    let sent = capture.statements_during(WINDOW).await;
+    eprintln!("{test}: {sent} statements in {WINDOW:?} without tables");
+    assert!(
+        sent <= BOUND,
+        "{sent} statements in {WINDOW:?} without tables"
+    );
+    assert!(!running.is_finished(), "the log relay waits for its tables");
+    let failing = health.failing().expect("the relay says its database fails");
+    assert!(failing.missing_table.is_some(), "{failing:?}");
+    schema::install(db.conn(), &outbox).await.unwrap();
+    // Streaming (a slot created after the commit would backfill it: wait for the stream
+    // first so that the event comes through the log).
+    let deadline = tokio::time::Instant::now() + MAX_PAUSE + Duration::from_secs(10);
+    while health.failing().is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:#?}",
+            capture.lines()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    note(&db, &outbox, "a").await;
+    published(&capture, &broker, 1).await;
+    each_step_recovered(&capture, "log relay: no tables, then installed");
+
+    // The tables dropped while it streams (the publication loses the outbox table).
+    capture.clear();
+    drop_every_table(db.conn()).await;
+    let sent = capture.statements_during(WINDOW).await;
+    eprintln!("{test}: {sent} statements in {WINDOW:?} after the tables were dropped");
+    assert!(sent <= BOUND, "{sent} statements after the drop");
+    assert!(!running.is_finished(), "the log relay waits for its tables");
+    let steps = one_warning_per_step(&capture, "log relay: tables dropped");
+    assert!(steps.contains(&"stream".to_owned()), "{steps:?}");
+    // Installed again, the outbox table is a new table that the publication no longer
+    // holds (PostgreSQL removed the dropped one from it). Rows committed before it is added
+    // back would never be decoded, so the relay does not add it itself: it stops and says
+    // how (an operator decides what to do with rows written meanwhile).
+    schema::install(db.conn(), &outbox).await.unwrap();
+    let stopped = tokio::time::timeout(MAX_PAUSE + Duration::from_secs(10), running)
+        .await
+        .expect("the log relay stops on the publication")
+        .unwrap();
+    let error = stopped.unwrap_err().to_string();
+    assert!(error.contains("ALTER PUBLICATION"), "{error}");
+    shutdown.cancel();
+    counted.close().await.unwrap();
+    db.close().await;
 }

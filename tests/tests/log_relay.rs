@@ -1600,29 +1600,6 @@ async fn an_idle_relay_acknowledges_its_last_batch_at_once() {
     db.close().await;
 }
 
-/// An outbox whose log relay tables were never installed is refused at once, with the
-/// command that installs them (not retried forever).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn missing_log_relay_tables_are_refused() {
-    let Some(db) = TestDb::logical_postgres("missing_log_relay_tables_are_refused").await else {
-        return;
-    };
-    let relay = LogRelay::builder(db.conn().clone(), Outbox::default(), InProcessBroker::new())
-        .slot(slot_name())
-        .build()
-        .unwrap();
-    let error = tokio::time::timeout(WAIT, relay.run(CancellationToken::new()))
-        .await
-        .expect("refused at once")
-        .unwrap_err();
-    assert!(
-        matches!(error, LogRelayError::NotInstalled { .. }),
-        "{error}"
-    );
-    assert!(error.to_string().contains("schema::install"), "{error}");
-    db.close().await;
-}
-
 /// A schema-qualified outbox with the Debezium column naming: the publication, the slot
 /// lease table and the decoding follow the configured names.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -24,7 +24,8 @@ pub enum LogRelayError {
         backend: String,
     },
     /// The log relay's tables are missing (`<outbox>_log_slots`): the schema was not
-    /// installed, or was installed by an older version.
+    /// installed (yet), or was installed by an older version. [`LogRelay::run`](super::LogRelay::run)
+    /// waits for them, retrying with backoff.
     #[error(
         "the log relay's table {table} does not exist: run schema::install or the \
          CreateLogRelayTables migration (outbox_seaorm::migration) on this database"

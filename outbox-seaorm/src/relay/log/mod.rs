@@ -60,10 +60,12 @@
 //!
 //! # Errors that stop the relay
 //!
-//! [`run`](LogRelay::run) retries connection and database failures with the backoff (a
-//! second relay on the same slot gets SQLSTATE 55006 and retries until the slot is free).
-//! It stops with an error that says what to do when retrying cannot help: its tables are not
-//! installed, `wal_level` is not `logical`, the role may not replicate, no slot is free, a
+//! [`run`](LogRelay::run) retries connection and database failures — and tables not
+//! installed yet, the usual order of a first deployment — with the backoff of
+//! [`crate::outage`] (1 s doubling, at most 4 s apart), logging the first failure at WARN,
+//! then every 30 s, then the recovery at INFO (a second relay on the same slot gets
+//! SQLSTATE 55006 and retries until the slot is free). It stops with an error that says
+//! what to do when retrying cannot help: `wal_level` is not `logical`, the role may not replicate, no slot is free, a
 //! slot of its name exists that this outbox's relay did not create (never dropped nor
 //! adopted), the publication does not cover the outbox, or the server **invalidated** the slot
 //! ([`LogRelayError::SlotInvalidated`]: its WAL passed `max_slot_wal_keep_size` and the
@@ -93,7 +95,12 @@ pub use report::LogRelayReport;
 use self::publish::StreamedTable;
 use self::source::{SourceError, SourceSettings};
 use crate::config::Outbox;
-use crate::sql::Store;
+use crate::outage::DatabaseOutage;
+use crate::sql::{Store, dialect};
+
+/// The step of [`LogRelay::run`]'s loop that takes the lease and streams, as
+/// [`DatabaseOutage`] names it.
+const STREAM: &str = "stream";
 
 /// SQLSTATE `object_not_in_prerequisite_state`: at `START_REPLICATION`, an invalidated slot.
 const SLOT_INVALIDATED: &str = "55000";
@@ -106,6 +113,7 @@ pub struct LogRelay<P> {
     config: LogRelayConfig,
     store: Store,
     labels: Vec<metrics::Label>,
+    outage: DatabaseOutage,
 }
 
 impl<P> std::fmt::Debug for LogRelay<P> {
@@ -121,6 +129,7 @@ impl<P> LogRelay<P> {
     fn new(db: DatabaseConnection, outbox: Outbox, publisher: P, config: LogRelayConfig) -> Self {
         let store = Store::new(&outbox, db.get_database_backend());
         let labels = outbox.metric_labels().to_vec();
+        let outage = DatabaseOutage::new("log relay", config.slot.clone(), labels.clone());
         Self {
             db,
             outbox,
@@ -128,7 +137,14 @@ impl<P> LogRelay<P> {
             config,
             store,
             labels,
+            outage,
         }
+    }
+
+    /// This relay's database health (shared with [`run`](LogRelay::run)'s loop): what
+    /// fails now, for a readiness check. See [`crate::outage`].
+    pub fn database_outage(&self) -> DatabaseOutage {
+        self.outage.clone()
     }
 
     /// The settings.
@@ -160,7 +176,6 @@ impl<P: Publisher + 'static> LogRelay<P> {
     pub async fn run(self, shutdown: CancellationToken) -> Result<LogRelayReport, LogRelayError> {
         let settings = self.source_settings();
         let mut total = LogRelayReport::default();
-        let mut failures = 0_u32;
         let mut standby = false;
         let me = self.config.instance_id.clone();
         tracing::info!(
@@ -170,16 +185,6 @@ impl<P: Publisher + 'static> LogRelay<P> {
             write_mode = self.outbox.write_mode().as_str(),
             "log relay started"
         );
-        match self.store.log_tables_exist(&self.db).await {
-            Ok(true) => {}
-            Ok(false) => {
-                return Err(LogRelayError::NotInstalled {
-                    table: self.outbox.tables().relay.log_slots.to_string(),
-                });
-            }
-            // The server is unreachable: the loop below retries.
-            Err(error) => tracing::warn!(%error, "log relay: checking its tables failed"),
-        }
         let mut mode = self.labels.clone();
         mode.push(metrics::Label::new(
             "mode",
@@ -190,41 +195,20 @@ impl<P: Publisher + 'static> LogRelay<P> {
             if shutdown.is_cancelled() {
                 break Ok(());
             }
-            let lease = self
-                .store
-                .take_log_lease(&self.db, &self.config.slot, &me, self.config.lease_ttl)
-                .await;
-            let pause = match lease {
-                Ok(Some(lease)) => {
-                    if standby {
-                        tracing::info!(slot = %self.config.slot, relay = %me, "log relay took the slot over");
-                        standby = false;
-                    }
-                    match self.session(&settings, &lease, &shutdown, &mut total).await {
-                        Ok(()) => {
-                            failures = 0;
-                            Duration::ZERO
-                        }
-                        Err(error) if fatal(&error) => break Err(error),
-                        Err(error) => {
-                            failures = failures.saturating_add(1);
-                            total.restarts += 1;
-                            tracing::warn!(%error, slot = %self.config.slot, "log relay stream failed; restarting");
-                            self.config.backoff.delay(failures)
-                        }
-                    }
-                }
-                Ok(None) => {
-                    if !standby {
-                        tracing::info!(slot = %self.config.slot, relay = %me, "another log relay holds the slot; standing by");
-                        standby = true;
-                    }
-                    self.config.lease_ttl / 5
-                }
+            let pause = match self
+                .attempt(&settings, &mut standby, &shutdown, &mut total)
+                .await
+            {
+                Ok(pause) => pause,
+                Err(error) if fatal(&error) => break Err(error),
                 Err(error) => {
-                    failures = failures.saturating_add(1);
-                    tracing::warn!(%error, slot = %self.config.slot, "log relay: reading the slot lease failed");
-                    self.config.backoff.delay(failures)
+                    total.restarts += 1;
+                    let missing = match &error {
+                        LogRelayError::Database(error) => dialect::missing_table(error),
+                        LogRelayError::NotInstalled { table } => Some(table.clone()),
+                        _ => None,
+                    };
+                    self.outage.failed_with(STREAM, &error, missing)
                 }
             };
             tokio::select! {
@@ -249,6 +233,41 @@ impl<P: Publisher + 'static> LogRelay<P> {
                 Err(error)
             }
         }
+    }
+
+    /// One turn of [`run`](Self::run)'s loop: the tables, the slot's lease, a session.
+    /// Returns how long to wait before the next turn.
+    async fn attempt(
+        &self,
+        settings: &SourceSettings,
+        standby: &mut bool,
+        shutdown: &CancellationToken,
+        total: &mut LogRelayReport,
+    ) -> Result<Duration, LogRelayError> {
+        let me = &self.config.instance_id;
+        if !self.store.log_tables_exist(&self.db).await? {
+            return Err(LogRelayError::NotInstalled {
+                table: self.outbox.tables().relay.log_slots.to_string(),
+            });
+        }
+        let lease = self
+            .store
+            .take_log_lease(&self.db, &self.config.slot, me, self.config.lease_ttl)
+            .await?;
+        let Some(lease) = lease else {
+            self.outage.succeeded(STREAM);
+            if !*standby {
+                tracing::info!(slot = %self.config.slot, relay = %me, "another log relay holds the slot; standing by");
+                *standby = true;
+            }
+            return Ok(self.config.lease_ttl / 5);
+        };
+        if *standby {
+            tracing::info!(slot = %self.config.slot, relay = %me, "log relay took the slot over");
+            *standby = false;
+        }
+        self.session(settings, &lease, shutdown, total).await?;
+        Ok(Duration::ZERO)
     }
 
     fn streamed_table(&self) -> StreamedTable {
@@ -307,7 +326,9 @@ impl<P: Publisher + 'static> LogRelay<P> {
 /// Whether retrying cannot help.
 fn fatal(error: &LogRelayError) -> bool {
     match error {
-        LogRelayError::Database(_) | LogRelayError::LeaseLost { .. } => false,
+        LogRelayError::Database(_)
+        | LogRelayError::LeaseLost { .. }
+        | LogRelayError::NotInstalled { .. } => false,
         LogRelayError::Replication { sqlstate, .. } => sqlstate
             .as_deref()
             .is_some_and(|code| code.starts_with("28") || code == "3D000" || code == "42704"),

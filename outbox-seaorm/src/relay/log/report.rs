@@ -23,7 +23,8 @@ pub struct LogRelayReport {
     pub transactions: u64,
     /// Heartbeat messages received back from the stream.
     pub heartbeats: u64,
-    /// Times the stream was started again after an error.
+    /// Failed attempts retried after the backoff: the tables, the slot's lease or the
+    /// stream failed.
     pub restarts: u64,
     /// The last position acknowledged to the server (0: none).
     pub acknowledged_lsn: u64,

@@ -26,6 +26,13 @@ use crate::sql::log::{SlotLease, SlotRow};
 /// WAL statuses of `pg_replication_slots`, for the status gauge.
 const WAL_STATUSES: [&str; 4] = ["reserved", "extended", "unreserved", "lost"];
 
+/// The steps of a session, as [`DatabaseOutage`](crate::outage::DatabaseOutage) names them.
+const HEARTBEAT: &str = "heartbeat";
+const SLOT_GAUGES: &str = "slot gauges";
+const RETENTION: &str = "retention cleanup";
+const LEASE_RENEWAL: &str = "lease renewal";
+const ACKNOWLEDGED: &str = "acknowledged position";
+
 /// Rows per page of a backfill.
 const BACKFILL_PAGE: u64 = 1_000;
 
@@ -96,6 +103,7 @@ impl<P: Publisher + 'static> LogRelay<P> {
             .await
             .map_err(|error| self.source_error(error))?;
         tracing::info!(%slot, relay = %me, "log relay streaming");
+        self.outage.succeeded(super::STREAM);
         let result = self.stream(&mut source, &mut publishing, &stop).await;
         total.merge(&publishing.report);
         result
@@ -216,13 +224,22 @@ impl<P: Publisher + 'static> LogRelay<P> {
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(self.config.heartbeat_interval) => {}
             }
-            if let Err(error) = self.store.emit_heartbeat(&self.db, HEARTBEAT_PREFIX).await {
-                tracing::warn!(%error, "log relay heartbeat failed");
+            match self.store.emit_heartbeat(&self.db, HEARTBEAT_PREFIX).await {
+                Ok(_) => self.outage.succeeded(HEARTBEAT),
+                Err(error) => {
+                    self.outage.failed(HEARTBEAT, &error);
+                }
             }
             match self.store.slot(&self.db, &self.config.slot).await {
-                Ok(Some(slot)) => self.slot_gauges(&slot),
-                Ok(None) => {}
-                Err(error) => tracing::warn!(%error, "log relay: reading the slot failed"),
+                Ok(slot) => {
+                    self.outage.succeeded(SLOT_GAUGES);
+                    if let Some(slot) = slot {
+                        self.slot_gauges(&slot);
+                    }
+                }
+                Err(error) => {
+                    self.outage.failed(SLOT_GAUGES, &error);
+                }
             }
             if last_purge.is_none_or(|at| at.elapsed() >= self.config.purge_interval) {
                 last_purge = Some(Instant::now());
@@ -256,11 +273,12 @@ impl<P: Publisher + 'static> LogRelay<P> {
                 Ok(rows) => {
                     purged += rows;
                     if rows < self.config.purge_batch as u64 {
+                        self.outage.succeeded(RETENTION);
                         break;
                     }
                 }
                 Err(error) => {
-                    tracing::warn!(%error, "log relay: the retention cleanup failed");
+                    self.outage.failed(RETENTION, &error);
                     break;
                 }
             }
@@ -291,13 +309,16 @@ impl<P: Publisher + 'static> LogRelay<P> {
             let slot = &self.config.slot;
             let me = &self.config.instance_id;
             match self.store.take_log_lease(&self.db, slot, me, ttl).await {
-                Ok(Some(_)) => renewed = Instant::now(),
+                Ok(Some(_)) => {
+                    renewed = Instant::now();
+                    self.outage.succeeded(LEASE_RENEWAL);
+                }
                 Ok(None) => {
                     stop.cancel();
                     return Err(LogRelayError::LeaseLost { slot: slot.clone() });
                 }
                 Err(error) => {
-                    tracing::warn!(%error, "log relay: renewing the slot lease failed");
+                    self.outage.failed(LEASE_RENEWAL, &error);
                     if renewed.elapsed() >= ttl.saturating_sub(Duration::from_millis(100)) {
                         stop.cancel();
                         return Err(LogRelayError::LeaseLost { slot: slot.clone() });
@@ -308,12 +329,15 @@ impl<P: Publisher + 'static> LogRelay<P> {
             let lsn = acknowledger.acknowledged();
             if lsn > 0 {
                 let text = format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF);
-                if let Err(error) = self
+                match self
                     .store
                     .record_log_acknowledged(&self.db, slot, me, &text)
                     .await
                 {
-                    tracing::warn!(%error, "log relay: recording the acknowledged position failed");
+                    Ok(()) => self.outage.succeeded(ACKNOWLEDGED),
+                    Err(error) => {
+                        self.outage.failed(ACKNOWLEDGED, &error);
+                    }
                 }
             }
         }
