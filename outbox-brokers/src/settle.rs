@@ -2,6 +2,7 @@
 //! [`Consumer`], then acknowledge it only once it is settled.
 
 use std::future::Future;
+use std::time::Duration;
 
 use outbox_seaorm::inbox::{Consumer, ConsumerError, Delivered};
 use tokio_util::sync::CancellationToken;
@@ -24,10 +25,26 @@ pub async fn settle(consumer: &Consumer, headers: &[(String, String)], body: &[u
     match consumer.deliver_binary(headers, body).await {
         Ok(delivered) => Settlement::Ack(delivered),
         Err(error) => {
-            tracing::warn!(consumer = consumer.name(), %error, "message not settled: will be redelivered");
+            // A database error is logged by the consumer's outage rule (once, then every
+            // 30 s, then its recovery): not once per message here.
+            match &error {
+                ConsumerError::Database { .. } => {
+                    tracing::debug!(consumer = consumer.name(), %error, "message not settled: will be redelivered");
+                }
+                _ => {
+                    tracing::warn!(consumer = consumer.name(), %error, "message not settled: will be redelivered");
+                }
+            }
             Settlement::Redeliver(error)
         }
     }
+}
+
+/// How long a runner waits before a message its consumer could not settle comes back:
+/// `configured` (the runner's own redelivery delay), or longer while the consumer's
+/// database keeps failing (its backoff, at most 4 s: [`outbox_seaorm::outage`]).
+pub(crate) fn redelivery_pause(consumer: &Consumer, configured: Duration) -> Duration {
+    configured.max(consumer.database_outage().pause())
 }
 
 /// Runs a runner's subscription loop with [`Consumer::redeliver_until`] beside it (dead

@@ -120,7 +120,8 @@ fn run_service(file: &std::path::Path) -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                // SQLx's line per statement stays off unless RUST_LOG asks for it.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx::query=warn")),
         )
         .with_writer(std::io::stderr)
         .init();

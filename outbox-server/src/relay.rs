@@ -3,15 +3,17 @@
 //!
 //! The task connects to the database and the broker, builds the polling or log relay and
 //! runs it until shutdown. Whatever fails (the database is down at start, the broker
-//! refuses the setup, the log relay stops on an error retrying cannot help) is logged,
-//! shown in `/readyz` and retried after a backoff (1 s doubling to 60 s; a run that lasted a
-//! minute starts over from 1 s). The relays retry database and broker errors themselves
-//! while they run.
+//! refuses the setup, the log relay stops on an error retrying cannot help) is shown in
+//! `/readyz` and retried after the backoff of [`outbox_seaorm::outage`] (1 s doubling, at
+//! most 4 s apart; a run that lasted a minute starts over), and logged by that module's
+//! rule: the first failure at WARN, then every 30 s, then the recovery at INFO. The relays
+//! retry database and broker errors themselves while they run; what their own loops see
+//! failing (a missing table, a revoked permission) makes the relay not ready too.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use outbox_core::policy::Backoff;
+use outbox_seaorm::outage::{DatabaseFailure, DatabaseOutage};
 use outbox_seaorm::relay::Relay;
 use outbox_seaorm::relay::log::LogRelay;
 use sea_orm::{ConnectOptions, Database, DatabaseConnection};
@@ -23,8 +25,13 @@ use crate::config::{LogSettings, RelayMethod, RelaySettings, redacted_url};
 /// How long connecting to a database may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A run that lasted this long resets the backoff.
+/// A run that lasted this long counts as a recovery.
 const HEALTHY_RUN: Duration = Duration::from_secs(60);
+
+/// The steps of a relay task, as [`DatabaseOutage`] names them.
+const DATABASE: &str = "database connection";
+const BROKER: &str = "broker connection";
+const RELAY: &str = "relay";
 
 /// Where a relay task is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +68,8 @@ impl Phase {
 pub struct RelayTask {
     settings: RelaySettings,
     state: Mutex<State>,
+    /// The task's own failures (connecting, building, the relay stopping).
+    outage: DatabaseOutage,
 }
 
 #[derive(Debug)]
@@ -69,11 +78,15 @@ struct State {
     since: Instant,
     db: Option<DatabaseConnection>,
     probe: Option<BrokerProbe>,
+    /// The running relay's own database health.
+    relay: Option<DatabaseOutage>,
 }
 
 impl RelayTask {
     /// A task for `settings`, not started.
     pub fn new(settings: RelaySettings) -> Arc<Self> {
+        let labels = vec![metrics::Label::new("relay", settings.name.clone())];
+        let outage = DatabaseOutage::new("relay service", settings.name.clone(), labels);
         Arc::new(Self {
             settings,
             state: Mutex::new(State {
@@ -81,7 +94,9 @@ impl RelayTask {
                 since: Instant::now(),
                 db: None,
                 probe: None,
+                relay: None,
             }),
+            outage,
         })
     }
 
@@ -106,6 +121,12 @@ impl RelayTask {
         self.lock().db.clone()
     }
 
+    /// What the running relay's own loop sees failing in its database now (a missing
+    /// table, a revoked permission, a lost connection), if anything.
+    pub fn database_failure(&self) -> Option<DatabaseFailure> {
+        self.lock().relay.as_ref().and_then(DatabaseOutage::failing)
+    }
+
     /// Its broker probe, once connected.
     pub fn broker_probe(&self) -> Option<BrokerProbe> {
         self.lock().probe.clone()
@@ -123,28 +144,28 @@ impl RelayTask {
 
     /// Runs the relay until `shutdown`, retrying what fails.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
-        let backoff = Backoff::new()
-            .with_min_delay(Duration::from_secs(1))
-            .with_max_delay(Duration::from_secs(60));
-        let mut failures = 0_u32;
         let name = self.settings.name.clone();
+        let mut failures = 0_u32;
         while !shutdown.is_cancelled() {
             self.set_phase(Phase::Starting);
             let started = Instant::now();
             let outcome = self.attempt(&shutdown).await;
+            self.lock().relay = None;
             if shutdown.is_cancelled() {
                 break;
             }
             if started.elapsed() >= HEALTHY_RUN {
                 failures = 0;
+                for step in [DATABASE, BROKER, RELAY] {
+                    self.outage.succeeded(step);
+                }
             }
             failures = failures.saturating_add(1);
-            let error = match outcome {
-                Ok(()) => "the relay stopped without being asked to".to_owned(),
-                Err(error) => error,
+            let (step, error) = match outcome {
+                Ok(()) => (RELAY, "the relay stopped without being asked to".to_owned()),
+                Err(failure) => failure,
             };
-            let delay = backoff.delay(failures);
-            tracing::error!(relay = %name, %error, failures, retry_in = ?delay, "relay failed; retrying");
+            let delay = self.outage.failed_with(step, &error, None);
             self.set_phase(Phase::Retrying { error, failures });
             tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -156,7 +177,7 @@ impl RelayTask {
     }
 
     /// One attempt: connect, build, run until shutdown or a failure.
-    async fn attempt(&self, shutdown: &CancellationToken) -> Result<(), String> {
+    async fn attempt(&self, shutdown: &CancellationToken) -> Result<(), (&'static str, String)> {
         let settings = &self.settings;
         let url = settings.database_url.expose();
         let mut options = ConnectOptions::new(url.to_owned());
@@ -170,17 +191,19 @@ impl RelayTask {
         let db = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
             db = Database::connect(options) => db.map_err(|error| {
-                format!("database {}: {error}", redacted_url(url))
+                (DATABASE, format!("database {}: {error}", redacted_url(url)))
             })?,
         };
+        self.outage.succeeded(DATABASE);
         self.lock().db = Some(db.clone());
         let connection_name = format!("outbox-relay-{}", settings.name);
         let (publisher, probe) = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
             connected = broker::connect(&settings.broker, &connection_name) => {
-                connected.map_err(|error| error.to_string())?
+                connected.map_err(|error| (BROKER, error.to_string()))?
             }
         };
+        self.outage.succeeded(BROKER);
         self.lock().probe = Some(probe);
         tracing::info!(
             relay = %settings.name,
@@ -196,12 +219,13 @@ impl RelayTask {
                 let relay = Relay::builder(db, settings.outbox.clone(), publisher)
                     .config(settings.relay.clone())
                     .build()
-                    .map_err(|error| error.to_string())?;
+                    .map_err(|error| (RELAY, error.to_string()))?;
+                self.lock().relay = Some(relay.database_outage());
                 relay
                     .run(shutdown.clone())
                     .await
                     .map(drop)
-                    .map_err(|error| error.to_string())
+                    .map_err(|error| (RELAY, error.to_string()))
             }
             RelayMethod::Log(log) => self.run_log(db, publisher, log, shutdown).await,
         }
@@ -213,7 +237,7 @@ impl RelayTask {
         publisher: BrokerPublisher,
         log: &LogSettings,
         shutdown: &CancellationToken,
-    ) -> Result<(), String> {
+    ) -> Result<(), (&'static str, String)> {
         let settings = &self.settings;
         let mut builder = LogRelay::builder(db, settings.outbox.clone(), publisher)
             .slot(log.slot.clone())
@@ -247,11 +271,14 @@ impl RelayTask {
         if let Some(retention) = shared.retention {
             builder = builder.retention(retention);
         }
-        let relay = builder.build().map_err(|error| error.to_string())?;
+        let relay = builder
+            .build()
+            .map_err(|error| (RELAY, error.to_string()))?;
+        self.lock().relay = Some(relay.database_outage());
         relay
             .run(shutdown.clone())
             .await
             .map(drop)
-            .map_err(|error| error.to_string())
+            .map_err(|error| (RELAY, error.to_string()))
     }
 }

@@ -190,6 +190,22 @@ async fn orders_placed_over_http_reserve_stock_once_through_the_relay_service() 
     // The console answers on its own address (login first).
     assert_eq!(status(&http, &format!("http://{console}/")).await, 401);
 
+    // A quiet start (issue 32): the relay service starts after Ordering installed its
+    // tables, so no loop warned about a missing table, and SQL statements are not logged
+    // by default (the lines a newcomer should read stay visible).
+    let log_text = logged();
+    assert!(!log_text.contains("does not exist"), "{log_text}");
+    assert!(!log_text.contains("relay batch failed"), "{log_text}");
+    assert!(
+        !log_text.contains(" WARN "),
+        "no warning at start: {log_text}"
+    );
+    assert!(
+        !log_text.contains("sqlx::query"),
+        "no SQL at INFO: {log_text}"
+    );
+    assert!(log_text.contains("console_token"), "{log_text}");
+
     let mut launcher = launcher;
     Command::new("kill")
         .args(["-TERM", &launcher.0.id().to_string()])

@@ -12,7 +12,7 @@ use rdkafka::{ClientConfig, Offset};
 use tokio_util::sync::CancellationToken;
 
 use super::KafkaError;
-use crate::settle::{Settlement, settle, with_requeued_redelivery};
+use crate::settle::{Settlement, redelivery_pause, settle, with_requeued_redelivery};
 
 /// Default interval between commits of the stored offsets (`auto.commit.interval.ms`): 1 s.
 pub const DEFAULT_COMMIT_INTERVAL: Duration = Duration::from_secs(1);
@@ -298,9 +298,10 @@ impl KafkaConsumerRunner {
                         tracing::warn!(%error, "Kafka consumer runner: cannot seek back to an unsettled message, starting a new consumer");
                         return Ended::Recreate;
                     }
+                    let delay = redelivery_pause(&self.consumer, self.redelivery_delay);
                     tokio::select! {
                         () = shutdown.cancelled() => return Ended::Shutdown,
-                        () = tokio::time::sleep(self.redelivery_delay) => {}
+                        () = tokio::time::sleep(delay) => {}
                     }
                 }
             }

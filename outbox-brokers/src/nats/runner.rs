@@ -16,7 +16,7 @@ use super::{NatsError, is_broker_header};
 use outbox_seaorm::inbox::ConsumerError;
 use outbox_seaorm::inbox::partitioned::LeaseHeld;
 
-use crate::settle::{Settlement, settle, with_requeued_redelivery};
+use crate::settle::{Settlement, redelivery_pause, settle, with_requeued_redelivery};
 
 /// Default `ack_wait` of the durable consumer: 5 s. The runner sends a progress
 /// acknowledgement every `ack_wait / 2` while the inbox works on a message, so a slow
@@ -714,7 +714,8 @@ impl NatsConsumerRunner {
             None => return failed.map_or(BatchEnd::Done, BatchEnd::Failed),
             Some(Halt::Redeliver) => {
                 *redeliveries = redeliveries.saturating_add(1);
-                let delay = self.redelivery_backoff.delay(*redeliveries);
+                let delay =
+                    redelivery_pause(&self.inbox, self.redelivery_backoff.delay(*redeliveries));
                 (Some(delay), BatchEnd::Redeliver(delay))
             }
             Some(Halt::Reconnected) => (Some(self.ack_wait), BatchEnd::Reconnected),

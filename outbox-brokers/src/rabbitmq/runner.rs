@@ -16,7 +16,7 @@ use outbox_seaorm::inbox::{Consumer, ConsumerError};
 use tokio_util::sync::CancellationToken;
 
 use super::{RabbitError, declare_exchange, received_headers, short};
-use crate::settle::{Settlement, settle, with_requeued_redelivery};
+use crate::settle::{Settlement, redelivery_pause, settle, with_requeued_redelivery};
 
 /// Default prefetch (unacknowledged messages the broker sends ahead): 32.
 pub const DEFAULT_PREFETCH: u16 = 32;
@@ -340,7 +340,7 @@ impl RabbitConsumerRunner {
             let mut consumed = false;
             let pause = match self.session(&shutdown, &mut consumed).await {
                 Ok(Ended::Shutdown) => return Ok(()),
-                Ok(Ended::Redeliver) => self.redelivery_delay,
+                Ok(Ended::Redeliver) => redelivery_pause(&self.consumer, self.redelivery_delay),
                 Err(error @ (RabbitError::Refused { .. } | RabbitError::Config(_))) => {
                     tracing::error!(queue = %self.queue, %error, "RabbitMQ consumer runner stops");
                     return Err(error);

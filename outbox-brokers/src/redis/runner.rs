@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{FIELD_BODY, FIELD_KEY, RedisError};
-use crate::settle::{Settlement, settle, with_requeued_redelivery};
+use crate::settle::{Settlement, redelivery_pause, settle, with_requeued_redelivery};
 
 /// Default number of entries read at once: 100.
 pub const DEFAULT_BATCH_SIZE: usize = 100;
@@ -384,7 +384,15 @@ impl RedisConsumerRunner {
                         Settled::Redeliver => {
                             own_pending_first = true;
                             redeliveries = redeliveries.saturating_add(1);
-                            if pause(&shutdown, self.redelivery_backoff.delay(redeliveries)).await {
+                            if pause(
+                                &shutdown,
+                                redelivery_pause(
+                                    &self.inbox,
+                                    self.redelivery_backoff.delay(redeliveries),
+                                ),
+                            )
+                            .await
+                            {
                                 break 'run;
                             }
                             break 'attempt None;
@@ -444,7 +452,15 @@ impl RedisConsumerRunner {
                     Settled::Redeliver => {
                         own_pending_first = true;
                         redeliveries = redeliveries.saturating_add(1);
-                        if pause(&shutdown, self.redelivery_backoff.delay(redeliveries)).await {
+                        if pause(
+                            &shutdown,
+                            redelivery_pause(
+                                &self.inbox,
+                                self.redelivery_backoff.delay(redeliveries),
+                            ),
+                        )
+                        .await
+                        {
                             break 'run;
                         }
                         None

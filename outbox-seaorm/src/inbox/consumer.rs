@@ -18,6 +18,7 @@ use super::parked::{self, NewParked, ParkedMessage};
 use super::partitioned::Fence;
 use super::{HandlerRegistration, InboxError, InboxOutcome};
 use crate::config::Outbox;
+use crate::outage::DatabaseOutage;
 use crate::retention::{self, Purge};
 use crate::sql::Store;
 use crate::status::MAX_KEY_CHARS;
@@ -51,7 +52,12 @@ struct Inner {
     retention: Duration,
     requeue_poll: Duration,
     labels: Vec<metrics::Label>,
+    /// The database health of the consumer's loops (delivery, redelivery rounds).
+    outage: DatabaseOutage,
 }
+
+/// The steps of a consumer, as [`DatabaseOutage`] names them.
+const DELIVERY: &str = "delivery";
 
 /// A consumer group: every `#[inbox_handler]` registered under one consumer name,
 /// dispatched by event type, each message applied once through the inbox. Cheap to clone.
@@ -81,6 +87,9 @@ pub struct Consumer {
 enum Attempt {
     Settled(Delivered),
     Failed(String),
+    /// `BEGIN` or the inbox insert failed: the database's fault, not the handler's; no
+    /// attempt is counted.
+    Database(DbErr),
     DeadLetter(DeadLetterReason),
     /// The partition lease was lost: nothing ran, the message is the new owner's.
     LeaseLost(String),
@@ -97,6 +106,14 @@ pub struct RedeliveryReport {
 }
 
 impl Consumer {
+    /// The database health of this consumer's delivery and redelivery rounds (shared by
+    /// its clones): what fails now, for a readiness check, and how long a runner should
+    /// wait before it hands an unsettled message back ([`DatabaseOutage::pause`]). See
+    /// [`crate::outage`].
+    pub fn database_outage(&self) -> DatabaseOutage {
+        self.inner.outage.clone()
+    }
+
     /// The consumer name.
     pub fn name(&self) -> &str {
         &self.inner.name
@@ -147,6 +164,7 @@ impl Consumer {
                 })
             }
             Err(InboxError::LeaseLost { lease }) => Attempt::LeaseLost(lease),
+            Err(InboxError::Database(source)) => Attempt::Database(source),
             Err(error) => {
                 self.count(metric::HANDLER_FAILURES);
                 tracing::warn!(
@@ -293,8 +311,15 @@ impl Consumer {
     pub async fn deliver(&self, envelope: &Envelope) -> Result<Delivered, ConsumerError> {
         let started = std::time::Instant::now();
         let result = self.settle(envelope).await;
-        if let Ok(delivered) = &result {
-            self.record(delivered);
+        match &result {
+            Ok(delivered) => {
+                self.inner.outage.succeeded(DELIVERY);
+                self.record(delivered);
+            }
+            Err(ConsumerError::Database { source, .. }) => {
+                self.inner.outage.failed(DELIVERY, source);
+            }
+            Err(ConsumerError::LeaseLost { .. }) => {}
         }
         metrics::histogram!(metric::HANDLE_DURATION, self.inner.labels.clone())
             .record(started.elapsed().as_secs_f64());
@@ -323,7 +348,7 @@ impl Consumer {
                 Attempt::DeadLetter(reason) => {
                     return self.dead_letter_envelope(envelope, key, reason).await;
                 }
-                Attempt::Failed(_) | Attempt::LeaseLost(_) => {}
+                Attempt::Failed(_) | Attempt::Database(_) | Attempt::LeaseLost(_) => {}
             }
         }
         if let Some(key) = key {
@@ -350,6 +375,7 @@ impl Consumer {
                     });
                 }
                 Attempt::DeadLetter(reason) => reason,
+                Attempt::Database(source) => return Err(self.database(source)),
                 Attempt::Failed(error) if attempt >= inner.max_attempts => {
                     DeadLetterReason::HandlerFailed {
                         attempts: attempt,

@@ -223,6 +223,24 @@ impl DatabaseOutage {
         }
     }
 
+    /// How long to wait before the next attempt of whatever fails now: the backoff of the
+    /// step failing most often (with jitter), or zero while nothing fails. For a loop that
+    /// does not see the error itself (a broker runner handing back a message its consumer
+    /// could not settle).
+    pub fn pause(&self) -> Duration {
+        let failures = self
+            .lock()
+            .values()
+            .map(|step| step.log.failed())
+            .max()
+            .unwrap_or(0);
+        if failures == 0 {
+            return Duration::ZERO;
+        }
+        let attempts = u32::try_from(failures).unwrap_or(u32::MAX);
+        self.inner.backoff.delay(attempts).min(MAX_PAUSE)
+    }
+
     /// The step that has failed longest among those failing now, if any.
     pub fn failing(&self) -> Option<DatabaseFailure> {
         self.lock()
@@ -254,8 +272,10 @@ mod tests {
         assert!(pauses.iter().all(|pause| *pause <= MAX_PAUSE), "{pauses:?}");
         assert!(pauses[11] >= Duration::from_secs(2), "{pauses:?}");
         assert_eq!(outage.failing().map(|failure| failure.failures), Some(12));
+        assert!(outage.pause() >= Duration::from_secs(2));
         outage.succeeded("claim");
         assert_eq!(outage.failing(), None);
+        assert_eq!(outage.pause(), Duration::ZERO);
         let again = outage.failed_with("claim", "down", None);
         assert!(again < Duration::from_secs(2), "reset: {again:?}");
     }

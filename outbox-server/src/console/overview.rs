@@ -70,6 +70,8 @@ fn tenant_card(base: &Base, card: &Card<'_>) -> Markup {
                     (task.settings().broker.kind.as_str()) " · "
                     @if let Phase::Retrying { error, failures } = &phase {
                         span.error { "failed " (failures) "×: " (short(error, 300)) } " · "
+                    } @else if let Some(failure) = task.database_failure() {
+                        span.error { (failure.step) " failing " (failure.failures) "×: " (short(&failure.error, 300)) } " · "
                     }
                 }
                 "outbox " code { (tenant.outbox().outbox_table()) } " · write mode "

@@ -75,7 +75,8 @@ pub struct RelayReadiness {
     /// `waiting for a lease` (others hold them all), `active on slot S` or `standby on slot
     /// S` (a log relay), `unknown` while its database does not answer. Ready either way.
     pub leases: String,
-    /// The last failure while retrying.
+    /// The last failure while retrying, or what the running relay's loop sees failing in
+    /// its database (`step: error`, e.g. a missing table with the fix).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// Whether it is ready.
@@ -111,11 +112,16 @@ async fn check(relay: &RelayTask) -> RelayReadiness {
             Err(error) => error,
         },
     };
+    // While it runs, the relay's own loop may see its tables missing or a permission
+    // revoked although the database answers a ping.
+    let failing = relay.database_failure();
     let error = match &phase {
         Phase::Retrying { error, .. } => Some(error.clone()),
-        _ => None,
+        _ => failing
+            .as_ref()
+            .map(|failure| format!("{}: {}", failure.step, failure.error)),
     };
-    let ready = phase == Phase::Running && database == "ok" && broker == "ok";
+    let ready = phase == Phase::Running && failing.is_none() && database == "ok" && broker == "ok";
     RelayReadiness {
         name: relay.name().to_owned(),
         phase: phase.as_str(),

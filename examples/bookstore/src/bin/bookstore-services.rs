@@ -92,10 +92,12 @@ fn main() -> ExitCode {
             file.clone().into_os_string(),
         ]);
     }
+    // Every SQL statement is logged by SQLx at INFO: off by default (a slow one still
+    // warns); `RUST_LOG=info` turns them on.
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER)),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -118,6 +120,9 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// The log filter without `RUST_LOG`: INFO, but not SQLx's line per statement.
+const DEFAULT_LOG_FILTER: &str = "info,sqlx::query=warn";
 
 /// Cancels `shutdown` on SIGTERM or Ctrl-C.
 fn on_signal(shutdown: CancellationToken) {

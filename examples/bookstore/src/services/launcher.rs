@@ -66,6 +66,27 @@ pub async fn ensure_database(admin_url: &str, name: &str) -> Result<String, Demo
     Ok(format!("{base}/{name}"))
 }
 
+/// Waits until `process` accepts connections on `address` (at most a minute, or until
+/// `stop`); returns its exit status when it exits first.
+fn wait_until_listening(
+    process: &mut Process,
+    address: SocketAddr,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Option<ExitStatus> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline && !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        if let Ok(Some(status)) = process.child.try_wait() {
+            return Some(status);
+        }
+        if std::net::TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok() {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tracing::warn!(process = process.name, %address, "not listening after a minute; starting the others anyway");
+    None
+}
+
 /// A child process, terminated on drop.
 struct Process {
     name: &'static str,
@@ -105,17 +126,23 @@ pub fn run(
             .map_err(|error| DemoError::Broker(format!("cannot start {name}: {error}")))?;
         Ok(Process { name, child })
     };
-    let mut processes = vec![
-        spawn(
+    let mut ordering = spawn(
+        "ordering",
+        Command::new(&exe).args([
             "ordering",
-            Command::new(&exe).args([
-                "ordering",
-                "--database",
-                &plan.ordering_database,
-                "--listen",
-                &plan.ordering_listen.to_string(),
-            ]),
-        )?,
+            "--database",
+            &plan.ordering_database,
+            "--listen",
+            &plan.ordering_listen.to_string(),
+        ]),
+    )?;
+    // Ordering installs the outbox tables before it listens: the relay service starts
+    // once it answers, so that it never looks for tables that are not there yet.
+    if let Some(status) = wait_until_listening(&mut ordering, plan.ordering_listen, stop) {
+        return Ok(Some((ordering.name.to_owned(), status)).filter(|(_, status)| !status.success()));
+    }
+    let mut processes = vec![
+        ordering,
         spawn(
             "relay",
             Command::new(&exe)

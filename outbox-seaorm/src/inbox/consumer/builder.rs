@@ -1,6 +1,7 @@
 //! [`ConsumerBuilder`]: a consumer's settings and their defaults, validated by
 //! [`build`](ConsumerBuilder::build).
 
+use crate::outage::DatabaseOutage;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -233,6 +234,7 @@ impl ConsumerBuilder {
             });
         }
         let labels = vec![metrics::Label::new("consumer", consumer.clone())];
+        let outage = DatabaseOutage::new("consumer", consumer.clone(), labels.clone());
         Ok(Consumer {
             inner: Arc::new(Inner {
                 db: self.db,
@@ -249,6 +251,7 @@ impl ConsumerBuilder {
                 retention: self.retention,
                 requeue_poll: self.requeue_poll,
                 labels,
+                outage,
             }),
             fence: None,
         })

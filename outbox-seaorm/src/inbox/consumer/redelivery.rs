@@ -35,6 +35,11 @@ impl ParkedReport {
     }
 }
 
+/// The steps of the redelivery loop, as
+/// [`DatabaseOutage`](crate::outage::DatabaseOutage) names them.
+const REQUEUED: &str = "requeued dead letters";
+const PARKED: &str = "parked messages";
+
 /// How many parked aggregates one round looks at.
 const PARKED_ROUND: u64 = 500;
 /// How many requeued dead letters one round looks at.
@@ -76,7 +81,7 @@ impl Consumer {
                     }),
             };
             let outcome = match envelope {
-                Ok(envelope) => self.attempts(&envelope).await,
+                Ok(envelope) => self.attempts(&envelope).await?,
                 Err(reason) => Err(reason),
             };
             match outcome {
@@ -112,20 +117,25 @@ impl Consumer {
     }
 
     /// Runs attempts of a requeued dead letter until it settles or `max_attempts` failed.
-    async fn attempts(&self, envelope: &Envelope) -> Result<Delivered, DeadLetterReason> {
+    /// The outer error: the database failed (the letter stays requeued).
+    async fn attempts(
+        &self,
+        envelope: &Envelope,
+    ) -> Result<Result<Delivered, DeadLetterReason>, DbErr> {
         let max = self.inner.max_attempts;
         let mut attempt = 1;
-        loop {
+        Ok(loop {
             match self.attempt(envelope).await {
                 Attempt::Settled(Delivered::Applied { .. }) => {
-                    return Ok(Delivered::Applied { attempts: attempt });
+                    break Ok(Delivered::Applied { attempts: attempt });
                 }
-                Attempt::Settled(delivered) => return Ok(delivered),
-                Attempt::DeadLetter(reason) => return Err(reason),
+                Attempt::Settled(delivered) => break Ok(delivered),
+                Attempt::DeadLetter(reason) => break Err(reason),
+                Attempt::Database(error) => return Err(error),
                 // Redelivery runs unfenced: no lease to lose. Counted as a failed attempt
                 // should a fenced copy ever get here.
                 Attempt::LeaseLost(lease) if attempt >= max => {
-                    return Err(DeadLetterReason::HandlerFailed {
+                    break Err(DeadLetterReason::HandlerFailed {
                         attempts: attempt,
                         error: format!("partition lease `{lease}` lost"),
                     });
@@ -135,7 +145,7 @@ impl Consumer {
                     attempt += 1;
                 }
                 Attempt::Failed(error) if attempt >= max => {
-                    return Err(DeadLetterReason::HandlerFailed {
+                    break Err(DeadLetterReason::HandlerFailed {
                         attempts: attempt,
                         error,
                     });
@@ -145,7 +155,7 @@ impl Consumer {
                     attempt += 1;
                 }
             }
-        }
+        })
     }
 
     /// One round over the parked messages: for each aggregate, oldest first, applies its
@@ -222,6 +232,8 @@ impl Consumer {
                 return Ok(true);
             }
             Attempt::DeadLetter(reason) => reason,
+            // The database failed: the message stays parked as it is (no attempt counted).
+            Attempt::Database(error) => return Err(error),
             // Redelivery runs unfenced; should a fenced copy get here, the message stays
             // parked as it is for a later round.
             Attempt::LeaseLost(_) => return Ok(false),
@@ -255,7 +267,8 @@ impl Consumer {
     /// `outbox-brokers` runs it beside its subscription, as
     /// [`run_in_process`](Self::run_in_process) does; call it yourself when you feed
     /// [`deliver`](Self::deliver) from a transport of your own — without it, parked messages
-    /// wait. A failed round is logged and tried again at the next tick.
+    /// wait. A failed round is tried again at the next tick (at least the backoff of
+    /// [`crate::outage`] later), and logged by the rule of that module.
     pub async fn redeliver_until(&self, shutdown: CancellationToken) {
         let inner = &self.inner;
         let poll = inner.requeue_poll;
@@ -266,16 +279,19 @@ impl Consumer {
                 requeue_due = now + poll;
                 match self.redeliver_requeued(REQUEUED_ROUND).await {
                     Ok(report) => {
+                        inner.outage.succeeded(REQUEUED);
                         tracing::debug!(consumer = %inner.name, ?report, "requeued dead letters redelivered");
                     }
                     Err(error) => {
-                        tracing::warn!(consumer = %inner.name, %error, "redelivering requeued dead letters failed");
+                        let pause = inner.outage.failed(REQUEUED, &error);
+                        requeue_due = now + poll.max(pause);
                     }
                 }
             }
             let mut wait = requeue_due.saturating_duration_since(tokio::time::Instant::now());
             match self.redeliver_parked().await {
                 Ok(report) => {
+                    inner.outage.succeeded(PARKED);
                     tracing::debug!(consumer = %inner.name, ?report, "parked messages redelivered");
                     if let Some(due) = report.next_due {
                         let until = (due - inner.outbox.clock().now())
@@ -286,7 +302,8 @@ impl Consumer {
                     }
                 }
                 Err(error) => {
-                    tracing::warn!(consumer = %inner.name, %error, "redelivering parked messages failed");
+                    let pause = inner.outage.failed(PARKED, &error);
+                    wait = wait.max(pause);
                 }
             }
             tokio::select! {

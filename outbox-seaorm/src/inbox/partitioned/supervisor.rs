@@ -1,6 +1,7 @@
 //! The loop of a [`PartitionedConsumer`]: heartbeat, rebalance, renew its leases, and
 //! start or stop one partition runner per lease held.
 
+use crate::outage::DatabaseOutage;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -68,6 +69,9 @@ struct Supervisor<'a> {
     report: PartitionedReport,
 }
 
+/// The supervisor's step, as [`DatabaseOutage`] names it.
+const HEARTBEAT: &str = "heartbeat";
+
 impl PartitionedConsumer {
     /// Runs this instance until `shutdown` is cancelled: every heartbeat interval it
     /// heartbeats, takes and gives up leases (see the [module documentation](super)), and
@@ -76,9 +80,10 @@ impl PartitionedConsumer {
     /// next heartbeat. At shutdown it stops every runner, waits for them (up to one lease
     /// TTL), releases its leases and removes its instance row.
     ///
-    /// Database errors are logged and retried at the next heartbeat; when the leases could
-    /// not be renewed for longer than the lease TTL minus one heartbeat interval, every
-    /// runner is stopped (the fence would refuse their commits anyway).
+    /// Database errors are retried at the next heartbeat, or later while they repeat (the
+    /// backoff of [`crate::outage`], at most 4 s), and logged by that module's rule; when
+    /// the leases could not be renewed for longer than the lease TTL minus one heartbeat
+    /// interval, every runner is stopped (the fence would refuse their commits anyway).
     pub async fn run<F, Fut>(self, shutdown: CancellationToken, mut start: F) -> PartitionedReport
     where
         F: FnMut(Partition) -> Fut,
@@ -104,20 +109,30 @@ impl PartitionedConsumer {
             partitions = self.leases.len(),
             "partitioned consumer started"
         );
+        let outage = DatabaseOutage::new(
+            "partitioned consumer",
+            format!("{} ({})", self.consumer.name(), self.instance_id),
+            vec![metrics::Label::new(
+                "consumer",
+                self.consumer.name().to_owned(),
+            )],
+        );
         while !shutdown.is_cancelled() {
-            if let Err(error) = supervisor.tick(&mut start).await {
-                supervisor.report.failed_heartbeats += 1;
-                tracing::warn!(
-                    consumer = %self.consumer.name(),
-                    instance = %self.instance_id,
-                    %error,
-                    "partitioned consumer: heartbeat failed"
-                );
-                supervisor.stop_if_expiring();
-            }
+            let pause = match supervisor.tick(&mut start).await {
+                Ok(()) => {
+                    outage.succeeded(HEARTBEAT);
+                    self.heartbeat_interval
+                }
+                Err(error) => {
+                    supervisor.report.failed_heartbeats += 1;
+                    supervisor.stop_if_expiring();
+                    self.heartbeat_interval
+                        .max(outage.failed(HEARTBEAT, &error))
+                }
+            };
             tokio::select! {
                 () = shutdown.cancelled() => break,
-                () = tokio::time::sleep(self.heartbeat_interval) => {}
+                () = tokio::time::sleep(pause) => {}
             }
         }
         supervisor.shut_down().await;
