@@ -3,7 +3,7 @@
 //! every rule and panel expression parses as PromQL, and every metric it names is in the
 //! Prometheus exposition after a polling relay (with a dead letter, a retry, an operator
 //! action and a purge), a log relay and an inbox consumer (applied, duplicate, dead
-//! letter) ran in this process with the service's recorder.
+//! letter, a database without its tables) ran in this process with the service's recorder.
 
 #![allow(clippy::unwrap_used)]
 
@@ -205,6 +205,13 @@ async fn run_consumer() {
     consumer.deliver(&note("poison")).await.unwrap();
     consumer.redeliver_parked().await.unwrap();
     db.close().await;
+    // A consumer whose database has no outbox tables: outbox_database_failures_total.
+    let bare = TestDb::sqlite_file().await;
+    let consumer = Consumer::builder(bare.conn().clone(), outbox, "ops-files")
+        .build()
+        .unwrap();
+    consumer.deliver(&ok).await.unwrap_err();
+    bare.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

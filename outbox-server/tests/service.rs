@@ -238,13 +238,114 @@ database_url = "postgres://postgres@127.0.0.1:{down}/nowhere"
     );
     assert!(log.contains("outbox relay service stopped"), "{log}");
     assert!(
-        log.contains("relay failed; retrying"),
+        log.contains("database step failing")
+            && log.contains("work=relay service subject=tenant-down step=\"database connection\""),
         "the down tenant is retried: {log}"
+    );
+    let warnings = log
+        .lines()
+        .filter(|line| line.contains("subject=tenant-down") && line.contains(" WARN "))
+        .count();
+    assert!(
+        (1..=2).contains(&warnings),
+        "the down tenant warns once, then at most every 30 s: {log}"
     );
     assert!(!log.contains("panicked"), "{log}");
     let _ = jetstream.delete_stream(&stream).await;
     tenant_a.close().await;
     tenant_b.close().await;
+}
+
+/// A relay started before its tables exist (the usual order of a first deployment): it
+/// waits quietly — one WARN that names the table and the fix, never a busy loop —, `/readyz`
+/// says it is not ready and why, and once the tables are installed it publishes and is
+/// ready (issue 32).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_waits_for_its_tables_and_says_why_it_is_not_ready() {
+    const TEST: &str = "a_relay_waits_for_its_tables_and_says_why_it_is_not_ready";
+    let Some(nats_url) = outbox_tests::service(TestService::Nats, TEST) else {
+        return;
+    };
+    let Some(tenant) = TestDb::postgres(TEST).await else {
+        return;
+    };
+    let id = uuid::Uuid::now_v7().simple().to_string();
+    let (subject, stream) = (format!("bare{id}"), format!("BARE_{id}"));
+    let ops: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let config = format!(
+        r#"
+[http]
+ops_listen = "{ops}"
+
+[[relay]]
+name = "bare"
+poll_interval = "100ms"
+[relay.broker]
+kind = "nats"
+route = {{ kind = "event_type", prefix = "{subject}." }}
+stream = {{ name = "{stream}", subjects = ["{subject}.>"] }}
+"#
+    );
+    let env = [
+        ("OUTBOX_RELAY_BARE_DATABASE_URL", tenant.url()),
+        ("OUTBOX_RELAY_BARE_BROKER_URL", nats_url.as_str()),
+    ];
+    let mut service = ServiceProcess::start(&config, &env);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (status, body) = get(ops, "/readyz").await.unwrap();
+    assert_eq!(status, 503, "{body}");
+    let readiness: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let relay = &readiness["relays"][0];
+    assert_eq!(relay["ready"], false, "{body}");
+    assert_eq!(relay["phase"], "running", "{body}");
+    assert_eq!(relay["database"], "ok", "the database answers: {body}");
+    let error = relay["error"].as_str().unwrap();
+    assert!(error.starts_with("batch: table "), "{error}");
+    assert!(error.contains("does not exist"), "{error}");
+    assert!(error.contains("schema::install"), "{error}");
+    let log = service.log();
+    let warnings: Vec<&str> = log.lines().filter(|line| line.contains(" WARN ")).collect();
+    assert_eq!(warnings.len(), 1, "one WARN in 5 s: {log}");
+    assert!(warnings[0].contains("database step failing"), "{log}");
+    assert!(!log.contains("relay batch failed"), "{log}");
+
+    schema::install(tenant.conn(), &Outbox::default())
+        .await
+        .unwrap();
+    place(&tenant, "bare", 3).await;
+    let client = nats::connect(&nats_url).await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            stream_messages(&client, &stream).await >= 3
+        })
+        .await,
+        "published once the tables exist: {}",
+        service.log()
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            get(ops, "/readyz")
+                .await
+                .is_ok_and(|(status, _)| status == 200)
+        })
+        .await,
+        "ready: {}",
+        get(ops, "/readyz").await.unwrap().1
+    );
+    service.terminate();
+    let exit = service.wait(Duration::from_secs(20));
+    let log = service.log();
+    assert!(exit.is_some_and(|status| status.success()), "{log}");
+    assert!(log.contains("database step recovered"), "{log}");
+    assert_eq!(
+        log.lines().filter(|line| line.contains(" WARN ")).count(),
+        1,
+        "{log}"
+    );
+    let _ = async_nats::jetstream::new(client)
+        .delete_stream(&stream)
+        .await;
+    tenant.close().await;
 }
 
 #[tokio::test]

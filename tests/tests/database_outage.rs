@@ -98,7 +98,7 @@ fn step_of(text: &str) -> String {
 }
 
 /// Asserts the framework logged one WARN per failing step (and at least one), each naming
-/// the missing table with the fix; returns the steps. (A step of the loop that ran between
+/// the missing table with the fix (or the revoked permission); returns the steps. (A step of the loop that ran between
 /// two statements of the test's DDL fails on its own: the claim may find the lease tables
 /// while the status gauges miss the outbox table.)
 fn one_warning_per_step(capture: &LogCapture, what: &str) -> Vec<String> {
@@ -106,17 +106,14 @@ fn one_warning_per_step(capture: &LogCapture, what: &str) -> Vec<String> {
     assert!(!warnings.is_empty(), "{what}: a WARN");
     let mut steps: Vec<String> = warnings.iter().map(|line| step_of(&line.text)).collect();
     for line in &warnings {
-        assert!(
-            line.text.contains("does not exist"),
-            "{what}: {}",
-            line.text
-        );
-        assert!(
-            line.text.contains("schema::install"),
-            "{what}: {}",
-            line.text
-        );
-        assert!(line.text.contains("migration"), "{what}: {}", line.text);
+        let text = &line.text;
+        assert!(text.contains("database step failing"), "{what}: {text}");
+        if text.contains("does not exist") {
+            assert!(text.contains("schema::install"), "{what}: {text}");
+            assert!(text.contains("migration"), "{what}: {text}");
+        } else {
+            assert!(text.contains("permission denied"), "{what}: {text}");
+        }
     }
     steps.sort();
     let count = steps.len();
@@ -593,4 +590,106 @@ async fn partitioned_consumer_supervisor_waits_for_its_tables() {
     running.await.unwrap();
     counted.close().await.unwrap();
     db.close().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// The retention cleanup
+// ---------------------------------------------------------------------------------------
+
+/// The polling relay's retention cleanup, its `DELETE` permission revoked while it runs
+/// (PostgreSQL, a role of the test's own): publishing goes on, the cleanup tries at most
+/// once per backoff step instead of once per purge interval, warns once, and purges once
+/// the permission is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_cleanup_backs_off_when_its_permission_is_revoked() {
+    let test = "retention_cleanup_backs_off_when_its_permission_is_revoked";
+    let capture = LogCapture::begin().await;
+    let Some(db) = TestDb::postgres(test).await else {
+        return;
+    };
+    let outbox = Outbox::default();
+    schema::install(db.conn(), &outbox).await.unwrap();
+    let role = format!("outbox_r_{}", uuid::Uuid::now_v7().simple());
+    for statement in [
+        format!("CREATE ROLE {role} LOGIN"),
+        format!("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}"),
+        format!("GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}"),
+    ] {
+        db.conn().execute_unprepared(&statement).await.unwrap();
+    }
+    let url = db.url().replacen("postgres@", &format!("{role}@"), 1);
+    assert_ne!(url, db.url(), "the role's URL");
+    let counted = counted_connection(&url).await;
+    let broker = InProcessBroker::new();
+    let relay = Relay::builder(counted.clone(), outbox.clone(), broker.clone())
+        .poll_interval(Duration::from_millis(50))
+        // Published rows are kept (marked, not deleted) and purged a moment later.
+        .retention(Some(Duration::from_millis(1)))
+        .purge_interval(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let health = relay.database_outage();
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(relay.run(shutdown.clone()));
+    note(&db, &outbox, "a").await;
+    published(&capture, &broker, 1).await;
+
+    db.conn()
+        .execute_unprepared(&format!("REVOKE DELETE ON outbox FROM {role}"))
+        .await
+        .unwrap();
+    capture.clear();
+    note(&db, &outbox, "b").await;
+    let purges = |capture: &LogCapture| {
+        capture
+            .statements()
+            .iter()
+            .filter(|line| line.text.contains("DELETE FROM \\\"outbox\\\""))
+            .count()
+    };
+    tokio::time::sleep(WINDOW).await;
+    let sent = purges(&capture);
+    eprintln!("{test}: {sent} cleanup DELETEs in {WINDOW:?} without the permission");
+    assert!(sent <= BOUND, "{sent} cleanup attempts in {WINDOW:?}");
+    assert_eq!(
+        broker.len(),
+        2,
+        "publishing goes on: {:#?}",
+        capture.framework(tracing::Level::WARN)
+    );
+    let failing = health.failing().expect("the cleanup fails");
+    assert_eq!(failing.step, "retention cleanup");
+    let warnings = capture.framework(tracing::Level::WARN);
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(
+        warnings[0].text.contains("permission denied"),
+        "{warnings:#?}"
+    );
+
+    db.conn()
+        .execute_unprepared(&format!("GRANT DELETE ON outbox TO {role}"))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + MAX_PAUSE + Duration::from_secs(3);
+    while health.failing().is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:#?}",
+            capture.lines()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    each_step_recovered(&capture, test);
+
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+    counted.close().await.unwrap();
+    db.close().await;
+    let admin = TestDb::postgres(test).await.unwrap();
+    admin
+        .conn()
+        .execute_unprepared(&format!("DROP ROLE IF EXISTS {role}"))
+        .await
+        .unwrap();
+    admin.close().await;
 }
