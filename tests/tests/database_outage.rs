@@ -366,7 +366,7 @@ async fn consumer_waits_for_its_tables(
     );
     install_at_once(db.conn(), &Outbox::default()).await;
     let deadline = tokio::time::Instant::now() + MAX_PAUSE + Duration::from_secs(5);
-    while e2e_orders::applied(db.conn()).await.len() < 1 {
+    while e2e_orders::applied(db.conn()).await.is_empty() {
         assert!(
             tokio::time::Instant::now() < deadline,
             "applied within the backoff's cap: {:#?}",
