@@ -4,8 +4,8 @@
 //!
 //! ```no_run
 //! fn main() -> std::process::ExitCode {
-//!     // outbox_core::link_contracts!(bookstore_contracts);
-//!     outbox_core::cli::run()
+//!     // outbox_kernel::link_contracts!(bookstore_contracts);
+//!     outbox_kernel::cli::run()
 //! }
 //! ```
 //!
@@ -29,7 +29,7 @@
 //!
 //! ```
 //! use clap::{Parser, Subcommand};
-//! use outbox_core::cli::SchemasCommand;
+//! use outbox_kernel::cli::SchemasCommand;
 //!
 //! #[derive(Parser)]
 //! struct Ops {
@@ -46,7 +46,7 @@
 //!
 //! let ops = Ops::try_parse_from(["ops", "schemas", "list", "--format", "json"])?;
 //! let OpsCommand::Schemas(schemas) = ops.command;
-//! let registry = outbox_core::ContractRegistry::from_registrations([])?;
+//! let registry = outbox_kernel::ContractRegistry::from_registrations([])?;
 //! let mut out = Vec::new();
 //! let outcome = schemas.execute(&registry, &mut out)?;
 //! assert_eq!(outcome.code(), 0);
@@ -205,8 +205,8 @@ pub enum CliError {
     /// checking would report every contract as removed.
     #[error(
         "no contracts are registered in this binary: call \
-         `outbox_core::link_contracts!(your_contracts_crate)` at the start of `main`, and \
-         `outbox_core::contracts_crate!()` once at the root of each contracts crate"
+         `outbox_kernel::link_contracts!(your_contracts_crate)` at the start of `main`, and \
+         `outbox_kernel::contracts_crate!()` once at the root of each contracts crate"
     )]
     NoContracts,
     /// Writing the command's output failed.

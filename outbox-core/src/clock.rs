@@ -29,7 +29,7 @@ impl Clock for SystemClock {
 /// A clock that only moves when told to. For tests and demos.
 ///
 /// ```
-/// use outbox_core::clock::{Clock, ManualClock};
+/// use outbox_kernel::clock::{Clock, ManualClock};
 /// use chrono::TimeDelta;
 ///
 /// let clock = ManualClock::starting_at("2026-01-01T00:00:00Z".parse()?);

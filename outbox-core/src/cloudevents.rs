@@ -21,7 +21,7 @@
 //! and neither name nor value may hold a line break.
 //!
 //! ```
-//! use outbox_core::{cloudevents, Envelope, EnvelopeConfig, IntegrationEvent};
+//! use outbox_kernel::{cloudevents, Envelope, EnvelopeConfig, IntegrationEvent};
 //! # use schemars::JsonSchema;
 //! # use serde::{Deserialize, Serialize};
 //! # #[derive(IntegrationEvent, Serialize, Deserialize, JsonSchema)]

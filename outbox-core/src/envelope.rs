@@ -7,7 +7,7 @@
 //! before it touches the payload, and reports a missing or invalid field by its path.
 //!
 //! ```
-//! use outbox_core::{DecodeError, Envelope, IntegrationEvent};
+//! use outbox_kernel::{DecodeError, Envelope, IntegrationEvent};
 //! # use schemars::JsonSchema;
 //! # use serde::{Deserialize, Serialize};
 //! # #[derive(Debug, IntegrationEvent, Serialize, Deserialize, JsonSchema)]

@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 /// "renamed_core"`: the path the generated code names it by.
 ///
 /// ```
-/// use outbox_core::IntegrationEvent;
+/// use outbox_kernel::IntegrationEvent;
 /// use schemars::JsonSchema;
 /// use serde::{Deserialize, Serialize};
 ///

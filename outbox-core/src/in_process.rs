@@ -19,10 +19,10 @@
 //! are not published after one of its messages failed ([`publish_in_order`]).
 //!
 //! ```
-//! use outbox_core::Envelope;
-//! use outbox_core::in_process::InProcessBroker;
-//! use outbox_core::publish::Publisher;
-//! # use outbox_core::IntegrationEvent;
+//! use outbox_kernel::Envelope;
+//! use outbox_kernel::in_process::InProcessBroker;
+//! use outbox_kernel::publish::Publisher;
+//! # use outbox_kernel::IntegrationEvent;
 //! # use schemars::JsonSchema;
 //! # use serde::{Deserialize, Serialize};
 //! # #[derive(IntegrationEvent, Serialize, Deserialize, JsonSchema)]

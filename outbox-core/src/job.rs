@@ -48,9 +48,9 @@
 //! use std::sync::Arc;
 //! use std::sync::atomic::{AtomicU32, Ordering};
 //!
-//! use outbox_core::job::{JobDispatcher, JobError};
-//! use outbox_core::publish::Publisher;
-//! use outbox_core::{Envelope, IntegrationEvent};
+//! use outbox_kernel::job::{JobDispatcher, JobError};
+//! use outbox_kernel::publish::Publisher;
+//! use outbox_kernel::{Envelope, IntegrationEvent};
 //! # use schemars::JsonSchema;
 //! # use serde::{Deserialize, Serialize};
 //!
@@ -123,7 +123,7 @@ pub enum JobErrorKind {
 /// A job handler's failure, classified by its [`kind`](Self::kind).
 ///
 /// ```
-/// use outbox_core::job::{JobError, JobErrorKind};
+/// use outbox_kernel::job::{JobError, JobErrorKind};
 ///
 /// let error = JobError::retryable("mail server did not answer");
 /// assert_eq!(error.kind(), JobErrorKind::Retryable);

@@ -14,7 +14,7 @@
 //! local job by event type (job-queue mode).
 //!
 //! ```
-//! use outbox_core::{Envelope, IntegrationEvent};
+//! use outbox_kernel::{Envelope, IntegrationEvent};
 //! use schemars::JsonSchema;
 //! use serde::{Deserialize, Serialize};
 //!

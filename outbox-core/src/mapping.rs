@@ -17,9 +17,9 @@
 //! With the derive:
 //!
 //! ```
-//! use outbox_core::clock::ManualClock;
-//! use outbox_core::mapping::{ContractMapper, ContractSink, DerivedMapping, MapError};
-//! use outbox_core::{DomainEvent, EnvelopeConfig, IntegrationEvent};
+//! use outbox_kernel::clock::ManualClock;
+//! use outbox_kernel::mapping::{ContractMapper, ContractSink, DerivedMapping, MapError};
+//! use outbox_kernel::{DomainEvent, EnvelopeConfig, IntegrationEvent};
 //! use schemars::JsonSchema;
 //! use serde::{Deserialize, Serialize};
 //!
@@ -88,9 +88,9 @@
 //! By hand:
 //!
 //! ```
-//! use outbox_core::clock::SystemClock;
-//! use outbox_core::mapping::{ContractMapper, ContractSink, MapError};
-//! use outbox_core::{EnvelopeConfig, IntegrationEvent};
+//! use outbox_kernel::clock::SystemClock;
+//! use outbox_kernel::mapping::{ContractMapper, ContractSink, MapError};
+//! use outbox_kernel::{EnvelopeConfig, IntegrationEvent};
 //! # use schemars::JsonSchema;
 //! # use serde::{Deserialize, Serialize};
 //! # #[derive(IntegrationEvent, Serialize, Deserialize, JsonSchema)]
@@ -173,7 +173,7 @@ pub trait ContractMapper<E>: Send + Sync {
 /// A variant that does not say what becomes of it does not compile:
 ///
 /// ```compile_fail
-/// use outbox_core::DomainEvent;
+/// use outbox_kernel::DomainEvent;
 ///
 /// #[derive(DomainEvent)]
 /// enum OrderingEvent {

@@ -12,13 +12,13 @@
 //! a table.
 //!
 //! ```
-//! use outbox_core::name::EventType;
+//! use outbox_kernel::name::EventType;
 //!
 //! let parsed = EventType::parse("bookstore.ordering.order-placed.v1")?;
 //! assert_eq!(parsed.name(), "bookstore.ordering.order-placed");
 //! assert_eq!(parsed.version(), 1);
 //! assert!(EventType::parse("Bookstore.Ordering.OrderPlaced").is_err());
-//! # Ok::<(), outbox_core::name::EventTypeError>(())
+//! # Ok::<(), outbox_kernel::name::EventTypeError>(())
 //! ```
 
 pub use outbox_names::{

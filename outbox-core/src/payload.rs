@@ -15,7 +15,7 @@
 //! order of their texts.
 //!
 //! ```
-//! use outbox_core::Payload;
+//! use outbox_kernel::Payload;
 //! use serde_json::json;
 //!
 //! let payload = Payload::from_json(r#"{"book_id": "dune", "quantity": 2}"#)?;

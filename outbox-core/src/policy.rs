@@ -3,7 +3,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use outbox_core::policy::Backoff;
+//! use outbox_kernel::policy::Backoff;
 //!
 //! let backoff = Backoff::default();
 //! assert_eq!(backoff.min_delay(), Duration::from_secs(1));

@@ -41,7 +41,7 @@ mod tests {
             .collect();
         assert_eq!(
             module_path!(),
-            format!("outbox_core::__private_{version}::tests"),
+            format!("outbox_kernel::__private_{version}::tests"),
             "rename the module in src/lib.rs after the version"
         );
     }

@@ -26,8 +26,8 @@
 //! [`Publisher::publish`]; the relay applies it to every message of the batch.
 //!
 //! ```
-//! use outbox_core::Envelope;
-//! use outbox_core::publish::{BatchOutcome, PublishError, Publisher, publish_in_order};
+//! use outbox_kernel::Envelope;
+//! use outbox_kernel::publish::{BatchOutcome, PublishError, Publisher, publish_in_order};
 //!
 //! /// Prints every message instead of sending it (an adapter would call its client here).
 //! struct LogPublisher;
@@ -116,8 +116,8 @@ where
 /// publishes them again after the failed one (the consumer's inbox skips the duplicates).
 ///
 /// ```
-/// use outbox_core::publish::{MessageOutcome, PublishError, stop_after_failures};
-/// # use outbox_core::Envelope;
+/// use outbox_kernel::publish::{MessageOutcome, PublishError, stop_after_failures};
+/// # use outbox_kernel::Envelope;
 /// # fn batch() -> Vec<Envelope> { Vec::new() }
 /// let batch = batch();
 /// let mut outcomes: Vec<MessageOutcome> = batch.iter().map(|_| Ok(())).collect();
@@ -213,7 +213,7 @@ impl fmt::Display for PublishErrorKind {
 /// A failed publication, classified by its [`kind`](Self::kind).
 ///
 /// ```
-/// use outbox_core::publish::{ErrorClass, PublishError, PublishErrorKind};
+/// use outbox_kernel::publish::{ErrorClass, PublishError, PublishErrorKind};
 ///
 /// let error = PublishError::unavailable("connection refused");
 /// assert_eq!(error.kind(), PublishErrorKind::Unavailable);

@@ -6,7 +6,7 @@
 //! tests of aggregates it is a [`RecordedEvents`], which only keeps them.
 //!
 //! ```
-//! use outbox_core::{Raise, RecordedEvents};
+//! use outbox_kernel::{Raise, RecordedEvents};
 //!
 //! #[derive(Debug, PartialEq)]
 //! enum OrderingEvent {

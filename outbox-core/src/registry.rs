@@ -13,8 +13,8 @@
 //!
 //! ```ignore
 //! fn main() -> std::process::ExitCode {
-//!     outbox_core::link_contracts!(bookstore_contracts, shipping_contracts);
-//!     outbox_core::cli::run()
+//!     outbox_kernel::link_contracts!(bookstore_contracts, shipping_contracts);
+//!     outbox_kernel::cli::run()
 //! }
 //! ```
 

@@ -41,8 +41,8 @@
 //! [`cloudevents`], and `correlationId` points at `ce-correlationid`.
 //!
 //! ```
-//! use outbox_core::schema::{render, ExportOptions};
-//! use outbox_core::ContractRegistry;
+//! use outbox_kernel::schema::{render, ExportOptions};
+//! use outbox_kernel::ContractRegistry;
 //!
 //! let registry = ContractRegistry::from_registrations([])?;
 //! let files = render(&registry, &ExportOptions::default())?;
@@ -140,7 +140,7 @@ pub enum SchemaError {
 /// Settings of an export: the AsyncAPI `info` object and what happens to stale files.
 ///
 /// ```
-/// use outbox_core::schema::ExportOptions;
+/// use outbox_kernel::schema::ExportOptions;
 ///
 /// let options = ExportOptions::default()
 ///     .with_title("Bookstore integration events")

@@ -8,9 +8,9 @@ use std::fs;
 use std::path::Path;
 use std::process::ExitCode;
 
-use outbox_core::__private::schema_for;
-use outbox_core::cli::{self, EXIT_CHECK_FAILED, EXIT_ERROR, EXIT_OK, run_from, run_with};
-use outbox_core::{ContractRegistration, ContractRegistry, RegistryError};
+use outbox_kernel::__private::schema_for;
+use outbox_kernel::cli::{self, EXIT_CHECK_FAILED, EXIT_ERROR, EXIT_OK, run_from, run_with};
+use outbox_kernel::{ContractRegistration, ContractRegistry, RegistryError};
 use serde_json::{Value, json};
 
 mod before {
@@ -124,7 +124,7 @@ static ADDED_TWIN: ContractRegistration = registration!(
 );
 
 // What `run_from` sees through `ContractRegistry::collect`.
-outbox_core::__private::inventory::submit! {
+outbox_kernel::__private::inventory::submit! {
     registration!(BOOK_ADDED, "cli-test.catalog.book-added", before::BookAddedV1)
 }
 

@@ -7,12 +7,12 @@ use std::fs;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use outbox_core::__private::schema_for;
-use outbox_core::compat::{
+use outbox_kernel::__private::schema_for;
+use outbox_kernel::compat::{
     self, ChangeKind, CompatError, ContractSet, ContractStatus, Severity, compare, compare_schemas,
 };
-use outbox_core::schema::{ExportOptions, export};
-use outbox_core::{ContractRegistration, ContractRegistry};
+use outbox_kernel::schema::{ExportOptions, export};
+use outbox_kernel::{ContractRegistration, ContractRegistry};
 use serde_json::{Value, json};
 
 use ChangeKind as K;

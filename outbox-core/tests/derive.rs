@@ -1,7 +1,7 @@
 //! Run-time behaviour of `#[derive(IntegrationEvent)]`: the constants, `aggregate_id` and the
 //! registration of each contract in `ContractRegistry`.
 
-use outbox_core::{ContractRegistration, ContractRegistry, IntegrationEvent};
+use outbox_kernel::{ContractRegistration, ContractRegistry, IntegrationEvent};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -3,9 +3,9 @@
 //! `is_local`.
 
 use chrono::{DateTime, TimeDelta, Utc};
-use outbox_core::clock::ManualClock;
-use outbox_core::mapping::{ContractMapper, ContractSink, DerivedMapping, MapError};
-use outbox_core::{DomainEvent, EncodeError, Envelope, EnvelopeConfig, IntegrationEvent};
+use outbox_kernel::clock::ManualClock;
+use outbox_kernel::mapping::{ContractMapper, ContractSink, DerivedMapping, MapError};
+use outbox_kernel::{DomainEvent, EncodeError, Envelope, EnvelopeConfig, IntegrationEvent};
 use pretty_assertions::assert_eq;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

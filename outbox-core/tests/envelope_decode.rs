@@ -1,6 +1,6 @@
 //! Encoding and decoding contracts through envelopes: typed errors that name what is wrong.
 
-use outbox_core::{DecodeError, EncodeError, Envelope, EnvelopeConfig, IntegrationEvent};
+use outbox_kernel::{DecodeError, EncodeError, Envelope, EnvelopeConfig, IntegrationEvent};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -264,14 +264,14 @@ fn the_limits_apply_to_every_path_that_accepts_an_envelope() {
             .decode_json(&json),
         Err(DecodeError::PayloadTooLarge { .. })
     ));
-    let wire = outbox_core::cloudevents::to_binary(&envelope).unwrap();
+    let wire = outbox_kernel::cloudevents::to_binary(&envelope).unwrap();
     assert_eq!(
-        outbox_core::cloudevents::from_binary(
+        outbox_kernel::cloudevents::from_binary(
             wire.headers.iter().map(|(k, v)| (k.as_ref(), v.as_str())),
             &wire.body,
             &tight
         ),
-        Err(outbox_core::cloudevents::CloudEventsError::Decode(
+        Err(outbox_kernel::cloudevents::CloudEventsError::Decode(
             too_large()
         ))
     );
@@ -310,9 +310,9 @@ fn the_limits_apply_to_every_path_that_accepts_an_envelope() {
     );
     let wide = EnvelopeConfig::default().with_max_metadata_bytes(1024 * 1024);
     assert_eq!(wide.decode::<OrderPlacedV1>(&envelope).unwrap(), placed());
-    let wire = outbox_core::cloudevents::to_binary(&envelope).unwrap();
+    let wire = outbox_kernel::cloudevents::to_binary(&envelope).unwrap();
     let from_wire = |config: &EnvelopeConfig| {
-        outbox_core::cloudevents::from_binary(
+        outbox_kernel::cloudevents::from_binary(
             wire.headers.iter().map(|(k, v)| (k.as_ref(), v.as_str())),
             &wire.body,
             config,
@@ -320,7 +320,7 @@ fn the_limits_apply_to_every_path_that_accepts_an_envelope() {
     };
     assert!(matches!(
         from_wire(&EnvelopeConfig::default()),
-        Err(outbox_core::cloudevents::CloudEventsError::Decode(
+        Err(outbox_kernel::cloudevents::CloudEventsError::Decode(
             DecodeError::MetadataTooLarge { .. }
         ))
     ));
@@ -337,7 +337,7 @@ fn the_limits_apply_to_every_path_that_accepts_an_envelope() {
     let below = EnvelopeConfig::default().with_max_metadata_bytes(envelope.metadata_len() - 1);
     assert!(matches!(
         from_wire(&below),
-        Err(outbox_core::cloudevents::CloudEventsError::Decode(
+        Err(outbox_kernel::cloudevents::CloudEventsError::Decode(
             DecodeError::MetadataTooLarge { .. }
         ))
     ));

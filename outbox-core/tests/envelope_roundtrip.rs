@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use outbox_core::cloudevents::{self, CloudEventsError};
-use outbox_core::envelope::EnvelopeParts;
-use outbox_core::{DecodeError, Envelope, EnvelopeConfig};
+use outbox_kernel::cloudevents::{self, CloudEventsError};
+use outbox_kernel::envelope::EnvelopeParts;
+use outbox_kernel::{DecodeError, Envelope, EnvelopeConfig};
 use proptest::prelude::*;
 use serde_json::Value;
 use uuid::Uuid;

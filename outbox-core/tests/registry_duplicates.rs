@@ -1,8 +1,8 @@
 //! Two Rust types claiming one event type make the registry refuse to build, naming both.
 //! This test binary links two such types on purpose.
 
-use outbox_core::__private::schema_for;
-use outbox_core::{ContractRegistration, ContractRegistry, IntegrationEvent, RegistryError};
+use outbox_kernel::__private::schema_for;
+use outbox_kernel::{ContractRegistration, ContractRegistry, IntegrationEvent, RegistryError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -7,11 +7,11 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::Path;
 
-use outbox_core::__private::schema_for;
-use outbox_core::schema::{
+use outbox_kernel::__private::schema_for;
+use outbox_kernel::schema::{
     self, ExportOptions, ExportedFile, SchemaError, asyncapi_document, export, render,
 };
-use outbox_core::{ContractRegistration, ContractRegistry};
+use outbox_kernel::{ContractRegistration, ContractRegistry};
 use pretty_assertions::assert_eq;
 use schemars::JsonSchema;
 use serde::Serialize;

@@ -8,7 +8,7 @@
 //! impl (see [`fallback`]) so that one mistake does not cascade into "`DomainEvent` is not
 //! implemented" errors wherever the enum is used.
 //!
-//! The generated code names everything by absolute path (`::outbox_core::...`, or the path
+//! The generated code names everything by absolute path (`::outbox_kernel::...`, or the path
 //! given with `#[domain_event(crate = "…")]` on the enum). Its locals
 //! (`out`, `payload`) have mixed-site hygiene, so a mapping function named like them still
 //! resolves to the user's function.
@@ -66,7 +66,7 @@ pub fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
 
 /// The output when [`expand`] fails: the errors, plus a stub `DomainEvent` impl (no
 /// contracts, empty name, not local) so that code using the type still type-checks and only
-/// the real mistakes are reported. The stub names outbox-core by the `crate = "…"` override
+/// the real mistakes are reported. The stub names outbox-kernel by the `crate = "…"` override
 /// when one can be read.
 ///
 /// No stub is emitted for unions and types with lifetime parameters: they can never be

@@ -17,7 +17,7 @@
 //! rustc does not report again; see [`event_type`]).
 //!
 //! Generated code names everything by absolute path (`::outbox_seaorm::...`, or the path given
-//! with `crate = "…"`, and `::core::...`); it reaches `outbox_core` through `outbox_seaorm`'s
+//! with `crate = "…"`, and `::core::...`); it reaches `outbox_kernel` through `outbox_seaorm`'s
 //! re-export (`::outbox_seaorm::core`), so a consumer crate needs only `outbox-seaorm`, and
 //! `inventory` through outbox-seaorm's versioned support module (see [`crate::runtime`]). Its
 //! locals (`uow`, `event`, `envelope`) have mixed-site hygiene.

@@ -6,8 +6,8 @@
 //! them together with a stub impl (see [`fallback`]) so that one mistake in the attribute does
 //! not cascade into "`IntegrationEvent` is not implemented" errors wherever the type is used.
 //!
-//! Generated code names everything by absolute path (`::outbox_core::...`, or the path given
-//! with `crate = "…"`) and reaches `inventory` and `schemars` through outbox-core's versioned
+//! Generated code names everything by absolute path (`::outbox_kernel::...`, or the path given
+//! with `crate = "…"`) and reaches `inventory` and `schemars` through outbox-kernel's versioned
 //! support module (see [`crate::runtime`]), so contract crates need neither as a direct
 //! dependency.
 
@@ -101,7 +101,7 @@ pub fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
 
 /// The output when [`expand`] fails: the errors, plus a stub `IntegrationEvent` impl (empty
 /// names, version 0, empty aggregate id) so that code using the type still type-checks and
-/// only the real mistakes are reported. The stub names outbox-core by the `crate = "…"`
+/// only the real mistakes are reported. The stub names outbox-kernel by the `crate = "…"`
 /// override when one can be read.
 ///
 /// No stub is emitted for unions and generic types: they can never be contracts, and a stub

@@ -1,10 +1,10 @@
-//! Procedural macros of the outbox framework. Use them through `outbox-core`, which
+//! Procedural macros of the outbox framework. Use them through `outbox-kernel`, which
 //! re-exports them next to the traits they implement.
 //!
 //! - `#[derive(IntegrationEvent)]` makes a struct or serde-tagged enum a versioned contract;
-//!   its attribute syntax is documented on `outbox_core::IntegrationEvent`.
+//!   its attribute syntax is documented on `outbox_kernel::IntegrationEvent`.
 //! - `#[derive(DomainEvent)]` maps each variant of a domain event enum to its contracts, or
-//!   marks it local; its attribute syntax is documented on `outbox_core::mapping::DomainEvent`.
+//!   marks it local; its attribute syntax is documented on `outbox_kernel::mapping::DomainEvent`.
 //!
 //! `#[inbox_handler]` turns an `async fn` into a consumer handler of the inbox; use it through
 //! `outbox-seaorm` (`outbox_seaorm::inbox_handler`), whose `inbox` module documents the runtime.
@@ -19,8 +19,8 @@ mod snapshot;
 
 use proc_macro::TokenStream;
 
-/// Derives `outbox_core::IntegrationEvent` for a contract struct or serde-tagged enum and
-/// registers the contract in `outbox_core::ContractRegistry`.
+/// Derives `outbox_kernel::IntegrationEvent` for a contract struct or serde-tagged enum and
+/// registers the contract in `outbox_kernel::ContractRegistry`.
 ///
 /// ```ignore
 /// /// An order was placed.
@@ -34,7 +34,7 @@ use proc_macro::TokenStream;
 /// Attribute keys: `name` (string literal, the versioned event type), `key` (the field that
 /// identifies the aggregate), the optional `aggregate` (string literal, the aggregate type;
 /// by default the key's name without `_id`, in kebab case) and the optional `crate` (the path
-/// of `outbox-core`, `crate = "renamed_core"`, when the dependency is renamed in Cargo.toml or
+/// of `outbox-kernel`, `crate = "renamed_kernel"`, when the dependency is renamed in Cargo.toml or
 /// reached through a re-export).
 #[proc_macro_derive(IntegrationEvent, attributes(integration_event))]
 pub fn derive_integration_event(input: TokenStream) -> TokenStream {
@@ -42,7 +42,7 @@ pub fn derive_integration_event(input: TokenStream) -> TokenStream {
     integration_event::derive(&input).into()
 }
 
-/// Derives `outbox_core::mapping::DomainEvent` for a domain event enum: the exhaustive
+/// Derives `outbox_kernel::mapping::DomainEvent` for a domain event enum: the exhaustive
 /// mapping of its variants to integration-event contracts.
 ///
 /// ```ignore
@@ -66,7 +66,7 @@ pub fn derive_integration_event(input: TokenStream) -> TokenStream {
 /// Every variant carries exactly one `#[domain_event(...)]` with either one or more
 /// `contract = <type>` (newtype variants only), one `map = <function>`, or `local`. A variant
 /// without the attribute does not compile. On the enum itself, `#[domain_event(crate =
-/// "renamed_core")]` names `outbox-core` when the dependency is renamed.
+/// "renamed_kernel")]` names `outbox-kernel` when the dependency is renamed.
 #[proc_macro_derive(DomainEvent, attributes(domain_event))]
 pub fn derive_domain_event(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);

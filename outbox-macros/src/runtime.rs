@@ -1,8 +1,14 @@
-//! How generated code names the runtime crates: `::outbox_core` or `::outbox_seaorm` by
-//! default, or the path given with `crate = "…"` when the dependency is renamed in
-//! `Cargo.toml`, and their hidden support module, whose name carries the version.
+//! How generated code names the runtime crates, and their hidden support module, whose
+//! name carries the version.
 //!
-//! The support module (`outbox_core::__private_0_1_0`, `outbox_seaorm::__private_0_1_0`) is
+//! Without `crate = "…"`, the crate is found in the manifest of the crate being compiled
+//! (with `proc-macro-crate`, workspace dependencies and renames included): through the
+//! facade `outbox` when the crate depends on it (`::outbox::__kernel`,
+//! `::outbox::__seaorm`), else under the name it gives `outbox-kernel` / `outbox-seaorm`
+//! (`::outbox_kernel`, or `::outbox_core` for a dependency renamed so), else the package's
+//! own name. `crate = "…"` names it outright (a re-export of one's own).
+//!
+//! The support module (`outbox_kernel::__private_0_1_0`, `outbox_seaorm::__private_0_1_0`) is
 //! named after the version of this crate: the three crates are released together, under
 //! one version, and a runtime crate of another version has no module of that name, so a
 //! mismatched pair fails to compile instead of calling support code written for another
@@ -36,20 +42,26 @@ fn private_module_name(version: &str) -> String {
 pub(crate) trait RuntimeCrate {
     /// The package, as users know it.
     const PACKAGE: &'static str;
-    /// The path generated code uses when there is no override.
+    /// The path generated code uses when the manifest says nothing (the package's name).
     const DEFAULT: &'static str;
+    /// Where the facade `outbox` re-exports it.
+    const FACADE_MODULE: &'static str;
     /// How the override is written, for messages.
     const EXAMPLE: &'static str;
 }
 
-/// `outbox-core`, the runtime of `#[derive(IntegrationEvent)]` and `#[derive(DomainEvent)]`.
+/// The facade package, which re-exports both runtime crates.
+const FACADE: &str = "outbox";
+
+/// `outbox-kernel`, the runtime of `#[derive(IntegrationEvent)]` and `#[derive(DomainEvent)]`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Core;
 
 impl RuntimeCrate for Core {
-    const PACKAGE: &'static str = "outbox-core";
-    const DEFAULT: &'static str = "::outbox_core";
-    const EXAMPLE: &'static str = "crate = \"renamed_core\"";
+    const PACKAGE: &'static str = "outbox-kernel";
+    const DEFAULT: &'static str = "::outbox_kernel";
+    const FACADE_MODULE: &'static str = "__kernel";
+    const EXAMPLE: &'static str = "crate = \"renamed_kernel\"";
 }
 
 /// `outbox-seaorm`, the runtime of `#[inbox_handler]`.
@@ -59,10 +71,29 @@ pub(crate) struct SeaOrm;
 impl RuntimeCrate for SeaOrm {
     const PACKAGE: &'static str = "outbox-seaorm";
     const DEFAULT: &'static str = "::outbox_seaorm";
+    const FACADE_MODULE: &'static str = "__seaorm";
     const EXAMPLE: &'static str = "crate = \"renamed_seaorm\"";
 }
 
-/// `crate = "renamed_core"` (or `crate = renamed_core`): the path under which the runtime
+/// The path of `R` as the crate being compiled can name it, read from its manifest (see
+/// the [module documentation](self)).
+fn discovered<R: RuntimeCrate>() -> TokenStream {
+    use proc_macro_crate::{FoundCrate, crate_name};
+    let path = match crate_name(FACADE) {
+        Ok(FoundCrate::Name(name)) => format!("::{name}::{}", R::FACADE_MODULE),
+        // The facade's own tests and doc tests.
+        Ok(FoundCrate::Itself) => format!("::{FACADE}::{}", R::FACADE_MODULE),
+        Err(_) => match crate_name(R::PACKAGE) {
+            Ok(FoundCrate::Name(name)) => format!("::{name}"),
+            // The package's own tests, doc tests and examples.
+            Ok(FoundCrate::Itself) | Err(_) => R::DEFAULT.to_owned(),
+        },
+    };
+    path.parse()
+        .unwrap_or_else(|_| unreachable!("a path of identifiers"))
+}
+
+/// `crate = "renamed_kernel"` (or `crate = renamed_kernel`): the path under which the runtime
 /// crate `R` is reachable, for a dependency renamed in `Cargo.toml` or re-exported.
 #[derive(Debug, Clone)]
 pub(crate) struct CratePath<R> {
@@ -130,9 +161,10 @@ impl<R: RuntimeCrate> FromMeta for CratePath<R> {
 /// module.
 #[derive(Debug, Clone)]
 pub(crate) struct Runtime {
-    /// The crate: `::outbox_core`, or the override.
+    /// The crate: as discovered (`::outbox::__kernel`, `::outbox_kernel`, …), or the
+    /// override.
     pub(crate) krate: TokenStream,
-    /// Its support module: `::outbox_core::__private_0_1_0`, or under the override.
+    /// Its support module: `<crate>::__private_0_1_0`.
     pub(crate) private: TokenStream,
 }
 
@@ -141,9 +173,7 @@ impl Runtime {
     pub(crate) fn of<R: RuntimeCrate>(path: Option<&CratePath<R>>) -> Self {
         let krate = match path {
             Some(path) => path.path.to_token_stream(),
-            None => R::DEFAULT
-                .parse()
-                .unwrap_or_else(|_| unreachable!("a valid path")),
+            None => discovered::<R>(),
         };
         let module = Ident::new(
             &private_module_name(env!("CARGO_PKG_VERSION")),
@@ -193,11 +223,11 @@ mod tests {
             "__private_1_0_0_rc_1_build_7"
         );
         let runtime = Runtime::of::<Core>(None);
-        assert_eq!(runtime.krate.to_string(), ":: outbox_core");
+        assert_eq!(runtime.krate.to_string(), ":: outbox_kernel");
         assert_eq!(
             runtime.private.to_string(),
             format!(
-                ":: outbox_core :: {}",
+                ":: outbox_kernel :: {}",
                 private_module_name(env!("CARGO_PKG_VERSION"))
             )
         );
@@ -208,12 +238,12 @@ mod tests {
         let input: DeriveInput = syn::parse_quote! {
             #[integration_event(name = "a.b.c.v1", unknown(1 + ))]
             #[integration_event(crate = 5)]
-            #[integration_event(key = id, crate = "renamed_core")]
+            #[integration_event(key = id, crate = "renamed_kernel")]
             #[integration_event(crate = other)]
             struct Event;
         };
         let runtime = Runtime::lenient::<Core>(&input.attrs, "integration_event");
-        assert_eq!(runtime.krate.to_string(), "renamed_core");
+        assert_eq!(runtime.krate.to_string(), "renamed_kernel");
         let none = Runtime::lenient::<SeaOrm>(&[], "inbox_handler");
         assert_eq!(none.krate.to_string(), quote!(::outbox_seaorm).to_string());
     }

@@ -56,7 +56,7 @@
 //! e.g. `$.books[].unit_price.currency`, `$.payment(kind=card).last4`, `$.stock.*`.
 //!
 //! ```
-//! use outbox_core::compat::{compare_schemas, ChangeKind, Severity};
+//! use outbox_kernel::compat::{compare_schemas, ChangeKind, Severity};
 //! use serde_json::json;
 //!
 //! let old = json!({"type": "object", "properties": {"price": {"type": "number"}},

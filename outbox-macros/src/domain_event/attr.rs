@@ -29,7 +29,7 @@ pub(crate) const CHOICES: &str = "`#[domain_event(contract = …)]`, `#[domain_e
 /// The options of `#[domain_event(...)]` on the enum, as written.
 #[derive(Debug, FromMeta)]
 pub(crate) struct EnumOptions {
-    /// `crate = "renamed_core"`: the path of `outbox-core`, for a renamed dependency.
+    /// `crate = "renamed_kernel"`: the path of `outbox-kernel`, for a renamed dependency.
     #[darling(rename = "crate")]
     pub(crate) krate: Option<CratePath<Core>>,
 }

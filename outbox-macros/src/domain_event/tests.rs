@@ -408,7 +408,7 @@ fn stub_only_without_unions_and_lifetimes() {
         let input: DeriveInput = syn::parse2(input).expect("derive input");
         derive(&input)
             .to_string()
-            .contains(":: outbox_core :: mapping :: DomainEvent for")
+            .contains(":: outbox_kernel :: mapping :: DomainEvent for")
     };
     assert!(stub_of(quote!(
         struct S;
@@ -435,7 +435,7 @@ fn snapshot_crate_override() {
     assert_snapshot(
         "crate_override",
         quote! {
-            #[domain_event(crate = renamed_core)]
+            #[domain_event(crate = renamed_kernel)]
             pub enum OrderingEvent {
                 #[domain_event(contract = OrderPlacedV1)]
                 OrderPlaced(OrderPlaced),
@@ -448,30 +448,30 @@ fn snapshot_crate_override() {
 
 #[test]
 fn crate_override_is_one_path_on_the_enum() {
-    let not_a_path = "`crate` must be the path of the `outbox-core` crate as this crate names it, \
-                      e.g. `crate = \"renamed_core\"` for a dependency renamed in Cargo.toml";
+    let not_a_path = "`crate` must be the path of the `outbox-kernel` crate as this crate names it, \
+                      e.g. `crate = \"renamed_kernel\"` for a dependency renamed in Cargo.toml";
     for (attrs, expected) in [
         (
-            quote!(#[domain_event(crate = renamed_core, crate = other)]),
+            quote!(#[domain_event(crate = renamed_kernel, crate = other)]),
             "Duplicate field `crate`",
         ),
         (
-            quote!(#[domain_event(crate = renamed_core)] #[domain_event(crate = other)]),
+            quote!(#[domain_event(crate = renamed_kernel)] #[domain_event(crate = other)]),
             "duplicate `crate`: write it once, in one #[domain_event(crate = …)] on the enum",
         ),
         (quote!(#[domain_event(crate = 5)]), not_a_path),
         (quote!(#[domain_event(crate = "not a path")]), not_a_path),
         (
             quote!(#[domain_event(crate)]),
-            "expected a value, e.g. `crate = \"renamed_core\"`",
+            "expected a value, e.g. `crate = \"renamed_kernel\"`",
         ),
         (
-            quote!(#[domain_event(crate = renamed_core, local)]),
+            quote!(#[domain_event(crate = renamed_kernel, local)]),
             "Unknown field: `local`. Available values: `crate`",
         ),
         // Without `crate`, an attribute on the enum is still one that belongs on a variant.
         (
-            quote!(#[domain_event(crate = renamed_core)] #[domain_event(local)]),
+            quote!(#[domain_event(crate = renamed_kernel)] #[domain_event(local)]),
             "#[domain_event(...)] belongs on each variant of the enum, not on the enum",
         ),
     ] {
@@ -489,15 +489,15 @@ fn crate_override_is_one_path_on_the_enum() {
 #[test]
 fn the_stub_names_the_overridden_crate() {
     let input: DeriveInput = syn::parse_quote! {
-        #[domain_event(crate = "renamed_core")]
+        #[domain_event(crate = "renamed_kernel")]
         enum E {
             Forgotten,
         }
     };
     let output = derive(&input).to_string();
     assert!(
-        output.contains("impl renamed_core :: mapping :: DomainEvent for E"),
+        output.contains("impl renamed_kernel :: mapping :: DomainEvent for E"),
         "{output}"
     );
-    assert!(!output.contains("outbox_core"), "{output}");
+    assert!(!output.contains("outbox_kernel"), "{output}");
 }

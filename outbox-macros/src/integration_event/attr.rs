@@ -31,7 +31,7 @@ pub(crate) struct ContractAttr {
     pub(crate) key: Option<KeyField>,
     /// `aggregate = "order"`: the aggregate type, instead of the one derived from the key.
     pub(crate) aggregate: Option<AggregateLit>,
-    /// `crate = "renamed_core"`: the path of `outbox-core`, for a renamed dependency.
+    /// `crate = "renamed_kernel"`: the path of `outbox-kernel`, for a renamed dependency.
     #[darling(rename = "crate")]
     pub(crate) krate: Option<CratePath<Core>>,
 }

@@ -1,6 +1,6 @@
 //! The names a contract declares: its event type and its aggregate type.
 //!
-//! Both follow the grammar of the `outbox-names` crate, which `outbox-core` applies at run
+//! Both follow the grammar of the `outbox-names` crate, which `outbox-kernel` applies at run
 //! time: an event type is checked with [`EventType::parse`], an aggregate type must be one
 //! segment of that grammar.
 

@@ -200,7 +200,7 @@ fn stub_only_for_concrete_structs_and_enums() {
         let input: DeriveInput = syn::parse2(input).expect("derive input");
         derive(&input)
             .to_string()
-            .contains("impl :: outbox_core :: IntegrationEvent")
+            .contains("impl :: outbox_kernel :: IntegrationEvent")
     };
     assert!(stub_of(quote!(
         struct S;
@@ -294,7 +294,7 @@ fn snapshot_crate_override() {
             #[integration_event(
                 name = "bookstore.ordering.order-placed.v1",
                 key = order_id,
-                crate = "renamed_core",
+                crate = "renamed_kernel",
             )]
             pub struct OrderPlacedV1 {
                 pub order_id: u64,
@@ -305,8 +305,8 @@ fn snapshot_crate_override() {
 
 #[test]
 fn crate_override_must_be_one_path() {
-    let not_a_path = "`crate` must be the path of the `outbox-core` crate as this crate names it, \
-                      e.g. `crate = \"renamed_core\"` for a dependency renamed in Cargo.toml";
+    let not_a_path = "`crate` must be the path of the `outbox-kernel` crate as this crate names it, \
+                      e.g. `crate = \"renamed_kernel\"` for a dependency renamed in Cargo.toml";
     for (attrs, expected) in [
         (
             quote!(#[integration_event(name = "a.b.c.v1", key = id, crate = a, crate = b)]),
@@ -329,7 +329,7 @@ fn crate_override_must_be_one_path() {
         ),
         (
             quote!(#[integration_event(name = "a.b.c.v1", key = id, crate)]),
-            "expected a value, e.g. `crate = \"renamed_core\"`",
+            "expected a value, e.g. `crate = \"renamed_kernel\"`",
         ),
     ] {
         let messages = messages(quote! {
@@ -343,13 +343,13 @@ fn crate_override_must_be_one_path() {
 #[test]
 fn the_stub_names_the_overridden_crate() {
     let input: DeriveInput = syn::parse_quote! {
-        #[integration_event(name = "Bad", key = id, crate = ::renamed_core)]
+        #[integration_event(name = "Bad", key = id, crate = ::renamed_kernel)]
         struct S { id: u64 }
     };
     let output = derive(&input).to_string();
     assert!(
-        output.contains("impl :: renamed_core :: IntegrationEvent for S"),
+        output.contains("impl :: renamed_kernel :: IntegrationEvent for S"),
         "{output}"
     );
-    assert!(!output.contains("outbox_core"), "{output}");
+    assert!(!output.contains("outbox_kernel"), "{output}");
 }

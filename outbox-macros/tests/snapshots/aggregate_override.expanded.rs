@@ -1,6 +1,6 @@
 const _: () = {
     #[automatically_derived]
-    impl ::outbox_core::IntegrationEvent for CopyShelvedV2 {
+    impl ::outbox_kernel::IntegrationEvent for CopyShelvedV2 {
         const EVENT_TYPE: &'static str = "bookstore.catalog.copy-shelved.v2";
         const NAME: &'static str = "bookstore.catalog.copy-shelved";
         const VERSION: u32 = 2;
@@ -10,7 +10,7 @@ const _: () = {
             <String as ::std::string::ToString>::to_string(&self.copy_id)
         }
     }
-    const REGISTRATION: ::outbox_core::ContractRegistration = ::outbox_core::ContractRegistration {
+    const REGISTRATION: ::outbox_kernel::ContractRegistration = ::outbox_kernel::ContractRegistration {
         event_type: "bookstore.catalog.copy-shelved.v2",
         name: "bookstore.catalog.copy-shelved",
         version: 2,
@@ -18,7 +18,7 @@ const _: () = {
         key_field: "copy_id",
         rust_type: ::core::concat!(::core::module_path!(), "::", "CopyShelvedV2"),
         description: "",
-        schema: ::outbox_core::__private_0_1_0::schema_for::<CopyShelvedV2>,
+        schema: ::outbox_kernel::__private_0_1_0::schema_for::<CopyShelvedV2>,
     };
-    ::outbox_core::__private_0_1_0::inventory::submit!(REGISTRATION);
+    ::outbox_kernel::__private_0_1_0::inventory::submit!(REGISTRATION);
 };

@@ -1,6 +1,6 @@
 const _: () = {
     #[automatically_derived]
-    impl renamed_core::IntegrationEvent for OrderPlacedV1 {
+    impl renamed_kernel::IntegrationEvent for OrderPlacedV1 {
         const EVENT_TYPE: &'static str = "bookstore.ordering.order-placed.v1";
         const NAME: &'static str = "bookstore.ordering.order-placed";
         const VERSION: u32 = 1;
@@ -10,7 +10,7 @@ const _: () = {
             <u64 as ::std::string::ToString>::to_string(&self.order_id)
         }
     }
-    const REGISTRATION: renamed_core::ContractRegistration = renamed_core::ContractRegistration {
+    const REGISTRATION: renamed_kernel::ContractRegistration = renamed_kernel::ContractRegistration {
         event_type: "bookstore.ordering.order-placed.v1",
         name: "bookstore.ordering.order-placed",
         version: 1,
@@ -18,7 +18,7 @@ const _: () = {
         key_field: "order_id",
         rust_type: ::core::concat!(::core::module_path!(), "::", "OrderPlacedV1"),
         description: "",
-        schema: renamed_core::__private_0_1_0::schema_for::<OrderPlacedV1>,
+        schema: renamed_kernel::__private_0_1_0::schema_for::<OrderPlacedV1>,
     };
-    renamed_core::__private_0_1_0::inventory::submit!(REGISTRATION);
+    renamed_kernel::__private_0_1_0::inventory::submit!(REGISTRATION);
 };

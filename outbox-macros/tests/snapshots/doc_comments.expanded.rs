@@ -1,6 +1,6 @@
 const _: () = {
     #[automatically_derived]
-    impl ::outbox_core::IntegrationEvent for BookAddedV1 {
+    impl ::outbox_kernel::IntegrationEvent for BookAddedV1 {
         const EVENT_TYPE: &'static str = "bookstore.catalog.book-added.v1";
         const NAME: &'static str = "bookstore.catalog.book-added";
         const VERSION: u32 = 1;
@@ -10,7 +10,7 @@ const _: () = {
             <String as ::std::string::ToString>::to_string(&self.isbn)
         }
     }
-    const REGISTRATION: ::outbox_core::ContractRegistration = ::outbox_core::ContractRegistration {
+    const REGISTRATION: ::outbox_kernel::ContractRegistration = ::outbox_kernel::ContractRegistration {
         event_type: "bookstore.catalog.book-added.v1",
         name: "bookstore.catalog.book-added",
         version: 1,
@@ -18,7 +18,7 @@ const _: () = {
         key_field: "isbn",
         rust_type: ::core::concat!(::core::module_path!(), "::", "BookAddedV1"),
         description: "A book was added to the catalogue.\n\nConsumers index it for search; `isbn` is the ISBN-13.",
-        schema: ::outbox_core::__private_0_1_0::schema_for::<BookAddedV1>,
+        schema: ::outbox_kernel::__private_0_1_0::schema_for::<BookAddedV1>,
     };
-    ::outbox_core::__private_0_1_0::inventory::submit!(REGISTRATION);
+    ::outbox_kernel::__private_0_1_0::inventory::submit!(REGISTRATION);
 };

@@ -1,9 +1,9 @@
 #[automatically_derived]
-impl ::outbox_core::mapping::DomainEvent for OrderingEvent {
+impl ::outbox_kernel::mapping::DomainEvent for OrderingEvent {
     fn map_contracts(
         &self,
-        out: &mut ::outbox_core::mapping::ContractSink<'_>,
-    ) -> ::core::result::Result<(), ::outbox_core::mapping::MapError> {
+        out: &mut ::outbox_kernel::mapping::ContractSink<'_>,
+    ) -> ::core::result::Result<(), ::outbox_kernel::mapping::MapError> {
         match self {
             Self::OrderPlaced(payload) => {
                 out.emit(

@@ -1,9 +1,9 @@
 #[automatically_derived]
-impl renamed_core::mapping::DomainEvent for OrderingEvent {
+impl renamed_kernel::mapping::DomainEvent for OrderingEvent {
     fn map_contracts(
         &self,
-        out: &mut renamed_core::mapping::ContractSink<'_>,
-    ) -> ::core::result::Result<(), renamed_core::mapping::MapError> {
+        out: &mut renamed_kernel::mapping::ContractSink<'_>,
+    ) -> ::core::result::Result<(), renamed_kernel::mapping::MapError> {
         match self {
             Self::OrderPlaced(payload) => {
                 out.emit(

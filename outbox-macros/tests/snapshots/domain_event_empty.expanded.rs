@@ -1,9 +1,9 @@
 #[automatically_derived]
-impl ::outbox_core::mapping::DomainEvent for NothingHappens {
+impl ::outbox_kernel::mapping::DomainEvent for NothingHappens {
     fn map_contracts(
         &self,
-        _: &mut ::outbox_core::mapping::ContractSink<'_>,
-    ) -> ::core::result::Result<(), ::outbox_core::mapping::MapError> {
+        _: &mut ::outbox_kernel::mapping::ContractSink<'_>,
+    ) -> ::core::result::Result<(), ::outbox_kernel::mapping::MapError> {
         match *self {}
     }
     fn event_name(&self) -> &'static str {

@@ -1,13 +1,13 @@
 #[automatically_derived]
-impl<T: Clone, const N: usize> ::outbox_core::mapping::DomainEvent for Changed<T, N>
+impl<T: Clone, const N: usize> ::outbox_kernel::mapping::DomainEvent for Changed<T, N>
 where
     T: Default,
     T: ::core::marker::Send + 'static,
 {
     fn map_contracts(
         &self,
-        out: &mut ::outbox_core::mapping::ContractSink<'_>,
-    ) -> ::core::result::Result<(), ::outbox_core::mapping::MapError> {
+        out: &mut ::outbox_kernel::mapping::ContractSink<'_>,
+    ) -> ::core::result::Result<(), ::outbox_kernel::mapping::MapError> {
         match self {
             Self::Changed(payload) => {
                 out.emit(

@@ -5,7 +5,7 @@
     "no field `order_id` in `OrderPlaced`: the key must name one of its fields; its fields are `id`"
 }
 #[automatically_derived]
-impl ::outbox_core::IntegrationEvent for OrderPlaced {
+impl ::outbox_kernel::IntegrationEvent for OrderPlaced {
     const EVENT_TYPE: &'static str = "";
     const NAME: &'static str = "";
     const VERSION: u32 = 0;

@@ -1,6 +1,6 @@
 const _: () = {
     #[automatically_derived]
-    impl ::outbox_core::IntegrationEvent for OrderPlacedV1 {
+    impl ::outbox_kernel::IntegrationEvent for OrderPlacedV1 {
         const EVENT_TYPE: &'static str = "bookstore.ordering.order-placed.v1";
         const NAME: &'static str = "bookstore.ordering.order-placed";
         const VERSION: u32 = 1;
@@ -10,7 +10,7 @@ const _: () = {
             <u64 as ::std::string::ToString>::to_string(&self.order_id)
         }
     }
-    const REGISTRATION: ::outbox_core::ContractRegistration = ::outbox_core::ContractRegistration {
+    const REGISTRATION: ::outbox_kernel::ContractRegistration = ::outbox_kernel::ContractRegistration {
         event_type: "bookstore.ordering.order-placed.v1",
         name: "bookstore.ordering.order-placed",
         version: 1,
@@ -18,7 +18,7 @@ const _: () = {
         key_field: "order_id",
         rust_type: ::core::concat!(::core::module_path!(), "::", "OrderPlacedV1"),
         description: "",
-        schema: ::outbox_core::__private_0_1_0::schema_for::<OrderPlacedV1>,
+        schema: ::outbox_kernel::__private_0_1_0::schema_for::<OrderPlacedV1>,
     };
-    ::outbox_core::__private_0_1_0::inventory::submit!(REGISTRATION);
+    ::outbox_kernel::__private_0_1_0::inventory::submit!(REGISTRATION);
 };

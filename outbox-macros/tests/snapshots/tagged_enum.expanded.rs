@@ -1,6 +1,6 @@
 const _: () = {
     #[automatically_derived]
-    impl ::outbox_core::IntegrationEvent for ShipmentChangedV3 {
+    impl ::outbox_kernel::IntegrationEvent for ShipmentChangedV3 {
         const EVENT_TYPE: &'static str = "bookstore.shipping.shipment-changed.v3";
         const NAME: &'static str = "bookstore.shipping.shipment-changed";
         const VERSION: u32 = 3;
@@ -17,7 +17,7 @@ const _: () = {
             }
         }
     }
-    const REGISTRATION: ::outbox_core::ContractRegistration = ::outbox_core::ContractRegistration {
+    const REGISTRATION: ::outbox_kernel::ContractRegistration = ::outbox_kernel::ContractRegistration {
         event_type: "bookstore.shipping.shipment-changed.v3",
         name: "bookstore.shipping.shipment-changed",
         version: 3,
@@ -25,7 +25,7 @@ const _: () = {
         key_field: "shipment_id",
         rust_type: ::core::concat!(::core::module_path!(), "::", "ShipmentChangedV3"),
         description: "",
-        schema: ::outbox_core::__private_0_1_0::schema_for::<ShipmentChangedV3>,
+        schema: ::outbox_kernel::__private_0_1_0::schema_for::<ShipmentChangedV3>,
     };
-    ::outbox_core::__private_0_1_0::inventory::submit!(REGISTRATION);
+    ::outbox_kernel::__private_0_1_0::inventory::submit!(REGISTRATION);
 };

@@ -1,17 +1,17 @@
-use outbox_core::IntegrationEvent;
+use outbox_kernel::IntegrationEvent;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 #[derive(IntegrationEvent, Serialize, Deserialize, JsonSchema)]
-#[integration_event(name = "bookstore.ordering.order-placed.v1", key = order_id, crate = outbox_core, crate = outbox_core)]
+#[integration_event(name = "bookstore.ordering.order-placed.v1", key = order_id, crate = outbox_kernel, crate = outbox_kernel)]
 pub struct OrderPlacedV1 {
     pub order_id: u64,
 }
 
 // Across two attributes, too.
 #[derive(IntegrationEvent, Serialize, Deserialize, JsonSchema)]
-#[integration_event(name = "bookstore.ordering.order-paid.v1", key = order_id, crate = outbox_core)]
-#[integration_event(crate = "outbox_core")]
+#[integration_event(name = "bookstore.ordering.order-paid.v1", key = order_id, crate = outbox_kernel)]
+#[integration_event(crate = "outbox_kernel")]
 pub struct OrderPaidV1 {
     pub order_id: u64,
 }

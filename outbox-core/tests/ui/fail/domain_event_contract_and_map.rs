@@ -1,5 +1,5 @@
-use outbox_core::DomainEvent;
-use outbox_core::mapping::{ContractSink, MapError};
+use outbox_kernel::DomainEvent;
+use outbox_kernel::mapping::{ContractSink, MapError};
 
 pub struct OrderCancelled;
 pub struct OrderCancelledV1;

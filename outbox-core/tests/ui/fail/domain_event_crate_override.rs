@@ -1,7 +1,7 @@
-use outbox_core::DomainEvent;
+use outbox_kernel::DomainEvent;
 
 #[derive(DomainEvent)]
-#[domain_event(crate = outbox_core, crate = outbox_core)]
+#[domain_event(crate = outbox_kernel, crate = outbox_kernel)]
 pub enum A {
     #[domain_event(local)]
     Noted,
@@ -9,8 +9,8 @@ pub enum A {
 
 // Across two attributes, too.
 #[derive(DomainEvent)]
-#[domain_event(crate = outbox_core)]
-#[domain_event(crate = "outbox_core")]
+#[domain_event(crate = outbox_kernel)]
+#[domain_event(crate = "outbox_kernel")]
 pub enum B {
     #[domain_event(local)]
     Noted,
@@ -39,7 +39,7 @@ pub enum E {
 
 // Only `crate` goes on the enum.
 #[derive(DomainEvent)]
-#[domain_event(crate = outbox_core, local)]
+#[domain_event(crate = outbox_kernel, local)]
 pub enum F {
     #[domain_event(local)]
     Noted,

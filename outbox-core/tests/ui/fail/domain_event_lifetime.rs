@@ -1,4 +1,4 @@
-use outbox_core::DomainEvent;
+use outbox_kernel::DomainEvent;
 
 // A domain event is kept by the unit of work until commit: it cannot borrow.
 #[derive(DomainEvent)]

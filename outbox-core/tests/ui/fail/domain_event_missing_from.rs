@@ -1,4 +1,4 @@
-use outbox_core::{DomainEvent, IntegrationEvent};
+use outbox_kernel::{DomainEvent, IntegrationEvent};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

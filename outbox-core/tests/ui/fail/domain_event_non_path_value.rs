@@ -1,4 +1,4 @@
-use outbox_core::DomainEvent;
+use outbox_kernel::DomainEvent;
 
 pub struct OrderPlaced;
 

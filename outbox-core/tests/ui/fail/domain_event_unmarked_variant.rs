@@ -1,7 +1,7 @@
-use outbox_core::DomainEvent;
-use outbox_core::EnvelopeConfig;
-use outbox_core::clock::SystemClock;
-use outbox_core::mapping::{ContractMapper, ContractSink, DerivedMapping};
+use outbox_kernel::DomainEvent;
+use outbox_kernel::EnvelopeConfig;
+use outbox_kernel::clock::SystemClock;
+use outbox_kernel::mapping::{ContractMapper, ContractSink, DerivedMapping};
 
 // Adding a variant without deciding what becomes of it does not compile.
 #[derive(DomainEvent)]

@@ -1,4 +1,4 @@
-use outbox_core::IntegrationEvent;
+use outbox_kernel::IntegrationEvent;
 
 #[derive(IntegrationEvent)]
 #[integration_event(name = "bookstore.ordering.order-placed.v1", key = order_id)]

@@ -1,4 +1,4 @@
-use outbox_core::IntegrationEvent;
+use outbox_kernel::IntegrationEvent;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -3,17 +3,17 @@
 #![deny(warnings)]
 
 mod runtime {
-    pub use outbox_core as reexported;
+    pub use outbox_kernel as reexported;
 }
 
-use outbox_core::mapping::{ContractSink, DerivedMapping};
-use outbox_core::{ContractRegistry, DomainEvent, EnvelopeConfig, IntegrationEvent};
-use outbox_core::{clock::SystemClock, mapping::ContractMapper};
+use outbox_kernel::mapping::{ContractSink, DerivedMapping};
+use outbox_kernel::{ContractRegistry, DomainEvent, EnvelopeConfig, IntegrationEvent};
+use outbox_kernel::{clock::SystemClock, mapping::ContractMapper};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 #[derive(IntegrationEvent, Serialize, Deserialize, JsonSchema)]
-#[integration_event(name = "bookstore.ordering.order-placed.v1", key = order_id, crate = outbox_core)]
+#[integration_event(name = "bookstore.ordering.order-placed.v1", key = order_id, crate = outbox_kernel)]
 pub struct OrderPlacedV1 {
     pub order_id: u64,
 }
@@ -41,7 +41,7 @@ impl From<&OrderPlaced> for OrderPlacedV1 {
 }
 
 #[derive(DomainEvent)]
-#[domain_event(crate = ::outbox_core)]
+#[domain_event(crate = ::outbox_kernel)]
 pub enum OrderingEvent {
     #[domain_event(contract = OrderPlacedV1)]
     OrderPlaced(OrderPlaced),

@@ -1,4 +1,4 @@
-use outbox_core::{ContractRegistry, IntegrationEvent};
+use outbox_kernel::{ContractRegistry, IntegrationEvent};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

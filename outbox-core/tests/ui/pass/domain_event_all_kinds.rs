@@ -1,6 +1,6 @@
-use outbox_core::clock::SystemClock;
-use outbox_core::mapping::{ContractMapper, ContractSink, DerivedMapping, MapError};
-use outbox_core::{DomainEvent, EnvelopeConfig, IntegrationEvent};
+use outbox_kernel::clock::SystemClock;
+use outbox_kernel::mapping::{ContractMapper, ContractSink, DerivedMapping, MapError};
+use outbox_kernel::{DomainEvent, EnvelopeConfig, IntegrationEvent};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
