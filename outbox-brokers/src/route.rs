@@ -135,7 +135,7 @@ impl From<PartitionedRoute> for Route {
 /// partitioned runner, whose
 /// [`PartitionedConsumer`](outbox_seaorm::inbox::partitioned::PartitionedConsumer) must
 /// have the same partition count. The count is part of the topology: changing it moves
-/// aggregates to other partitions, so drain first (README, Scaling consumers).
+/// aggregates to other partitions, so drain first (book: Scaling consumers).
 ///
 /// ```
 /// use outbox_brokers::route::{PartitionedRoute, Route};

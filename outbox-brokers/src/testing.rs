@@ -3,7 +3,7 @@
 //! touching the shared service.
 //!
 //! Used by the workspace's broker tests and by the Bookstore demo (a broker outage in
-//! scenarios 1 and 3, see README, The demo).
+//! scenarios 1 and 3) (book: The demo).
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {

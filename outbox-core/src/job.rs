@@ -1,4 +1,4 @@
-//! Job-queue mode (README, Job-queue mode): with no broker, the outbox table *is* the queue, and the relay
+//! Job-queue mode (book: The job queue): with no broker, the outbox table *is* the queue, and the relay
 //! hands each row to a local handler chosen by its event type.
 //!
 //! A [`JobDispatcher`] is a [`Publisher`]: give it to a relay instead of a broker adapter.

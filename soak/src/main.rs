@@ -1,4 +1,4 @@
-//! `outbox-soak`: the chaos soak of the outbox framework (see README, Reliability, and
+//! `outbox-soak`: the chaos soak of the outbox framework (book: Reliability; and
 //! RELIABILITY.md).
 //!
 //! `outbox-soak run` is the conductor: it makes a PostgreSQL database (the producer's), a

@@ -229,8 +229,42 @@ mod tests {
     }
 }
 
-/// The Rust snippets of the workspace README, compiled and run as doc tests (this package
+/// The Rust snippets of the workspace README.md, compiled and run as doc tests (this package
 /// depends on every crate the README shows).
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The Rust blocks of each chapter of the book (`docs/book/src`), compiled and run as doc
+/// tests like the README's.
+#[cfg(doctest)]
+pub mod book {
+    macro_rules! chapters {
+        ($($name:ident = $file:literal,)*) => {$(
+            #[doc = include_str!(concat!("../../docs/book/src/", $file))]
+            pub struct $name;
+        )*};
+    }
+    chapters! {
+        Introduction = "introduction.md",
+        Guarantees = "guarantees.md",
+        Demo = "demo.md",
+        Contracts = "contracts.md",
+        WritingEvents = "writing-events.md",
+        PollingRelay = "polling-relay.md",
+        LogRelay = "log-relay.md",
+        Inbox = "inbox.md",
+        Brokers = "brokers.md",
+        ScalingConsumers = "scaling-consumers.md",
+        TestKit = "test-kit.md",
+        JobQueue = "job-queue.md",
+        Configuration = "configuration.md",
+        Operations = "operations.md",
+        RelayService = "relay-service.md",
+        Reliability = "reliability.md",
+        Performance = "performance.md",
+        Comparison = "comparison.md",
+        Limits = "limits.md",
+        Upgrading = "upgrading.md",
+    }
+}

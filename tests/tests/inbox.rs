@@ -1,4 +1,4 @@
-//! The inbox on every backend (README, What it guarantees, 6): each `(message_id, consumer)` is applied once,
+//! The inbox on every backend (book: What it guarantees, 6): each `(message_id, consumer)` is applied once,
 //! also under concurrent duplicate delivery; a failed handler leaves no inbox row and is
 //! retried; malformed, unknown and wrong-version messages get a typed outcome and a dead
 //! letter instead of an endless retry loop; the outbox rows a handler raises commit with
@@ -285,7 +285,7 @@ fn injected_failure(envelope: &Envelope) -> Result<(), DbErr> {
 // Handlers: one consumer name per scenario
 // ---------------------------------------------------------------------------------------
 
-/// Scenario 4 of the demo (README, The demo): Inventory reserves stock when an order is placed.
+/// Scenario 4 of the demo (book: The demo): Inventory reserves stock when an order is placed.
 #[inbox_handler(consumer = "tests.scenario-four")]
 async fn reserve_stock_scenario_four(
     uow: &UnitOfWork,
@@ -561,7 +561,7 @@ fn tiny_backoff() -> Backoff {
 // Scenarios on every backend
 // ---------------------------------------------------------------------------------------
 
-/// Scenario 4 (README, The demo), consumer side: the same OrderPlaced delivered twice is applied
+/// Scenario 4 (book: The demo), consumer side: the same OrderPlaced delivered twice is applied
 /// once and skipped once; Dune stays at on hand 5, reserved 2 (not 4).
 async fn scenario_4_same_message_twice_is_applied_once(db: &TestDb) {
     const CONSUMER: &str = "tests.scenario-four";
@@ -1388,7 +1388,7 @@ async fn consumer_configuration_errors() {
 // End to end: producer, relay, in-process broker, consumer (SQLite file)
 // ---------------------------------------------------------------------------------------
 
-/// Scenario 4 (README, The demo) end to end: the relay crashes between publish and mark, publishes
+/// Scenario 4 (book: The demo) end to end: the relay crashes between publish and mark, publishes
 /// the same message id again after the restart; the consumer applies it once and skips the
 /// duplicate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

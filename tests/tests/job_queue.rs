@@ -1,4 +1,4 @@
-//! Job-queue mode (README, Job-queue mode) on every backend: with no broker, the relay runs
+//! Job-queue mode (book: The job queue) on every backend: with no broker, the relay runs
 //! each outbox row as a local job by event type ([`JobDispatcher`]), restricted by worker
 //! keys, honouring the per-row `retryable` flag (`failed` + alert hook instead of a retry).
 //!
@@ -243,7 +243,7 @@ fn t0() -> chrono::DateTime<chrono::Utc> {
     "2026-03-01T09:00:00Z".parse().unwrap()
 }
 
-/// The job configuration of the demo's block 7 (README, The demo): e-mails to the `notifications` workers (retryable),
+/// The job configuration of the demo's block 7 (book: The demo): e-mails to the `notifications` workers (retryable),
 /// payouts to the `payments` workers (not retryable), SMS to `notifications`.
 fn job_outbox() -> (Outbox, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::starting_at(t0()));

@@ -1,4 +1,4 @@
-//! The log relay's metrics (README, Operations): the write mode, the slot's lag and
+//! The log relay's metrics (book: Operations): the write mode, the slot's lag and
 //! `wal_status`, commit → publish latency, published events. A test binary of its own, since
 //! it installs the global recorder.
 

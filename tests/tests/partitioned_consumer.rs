@@ -1,4 +1,4 @@
-//! Partitioned consumers on every backend (README, Scaling consumers): instances of one
+//! Partitioned consumers on every backend (book: Scaling consumers): instances of one
 //! consumer split its partitions by rendezvous hashing over partition leases in the
 //! consumer's database, hand partitions over when an instance joins or leaves, take a
 //! killed instance's partitions over once its leases expired, never run one partition in two

@@ -1,10 +1,10 @@
-//! The relay on every backend (README, What it guarantees, 2–5): every committed row
+//! The relay on every backend (book: What it guarantees, 2–5): every committed row
 //! published at least once, in order per aggregate, from several relays, never stuck on a
 //! poison row.
 //!
 //! Each scenario runs on a SQLite file, SQLite in memory, PostgreSQL and MariaDB. The
-//! numbered scenarios are those of the outbox article the Bookstore demo plays (README, The
-//! demo), and print the same console lines as the article.
+//! numbered scenarios are those of the outbox article the Bookstore demo plays
+//! (book: The demo), and print the same console lines as the article.
 
 // Scenarios are plain async functions called by generated #[tokio::test]s, which clippy's
 // `allow-unwrap-in-tests` does not see as tests.
@@ -155,7 +155,7 @@ async fn checkout(
         .await
 }
 
-/// Scenario 3 (README, The demo): with the broker down, checkout still succeeds and the relay records
+/// Scenario 3 (book: The demo): with the broker down, checkout still succeeds and the relay records
 /// an attempt; once the broker is back the rows go out, in order.
 async fn scenario_3_broker_down_then_back(db: &TestDb) {
     let (outbox, clock) = manual_outbox();
@@ -368,7 +368,7 @@ async fn the_claim_goes_back_to_the_aggregate_checks_once_a_row_waits(db: &TestD
     assert_eq!(received(&broker, "order-13"), [0, 1, 2, 3]);
 }
 
-/// Scenario 4 (README, The demo): the relay crashes after the broker took the message and before
+/// Scenario 4 (book: The demo): the relay crashes after the broker took the message and before
 /// the row was marked; the restarted relay publishes it again with the same message id.
 async fn scenario_4_crash_between_publish_and_mark(db: &TestDb) {
     let (outbox, clock) = manual_outbox();
@@ -412,7 +412,7 @@ async fn scenario_4_crash_between_publish_and_mark(db: &TestDb) {
     assert_eq!(stored[0].envelope.message_id, ids[0]);
 }
 
-/// Scenario 6 (README, The demo): two relays claim disjoint batches (`SKIP LOCKED` on PostgreSQL and
+/// Scenario 6 (book: The demo): two relays claim disjoint batches (`SKIP LOCKED` on PostgreSQL and
 /// MariaDB; on SQLite the second relay gets nothing while the first holds the relay lease).
 async fn scenario_6_two_relays_claim_disjoint_rows(db: &TestDb) {
     let outbox = Outbox::default();

@@ -55,7 +55,7 @@ async fn read(db: &TestDb, condition: &str) -> Vec<(i64, String)> {
         .collect()
 }
 
-/// Scenario 5 (README, The demo): Ada's transaction takes `seq` 1 but commits after Alan's (`seq`
+/// Scenario 5 (book: The demo): Ada's transaction takes `seq` 1 but commits after Alan's (`seq`
 /// 2). A watermark relay (`seq > last`) publishes #2, moves its mark to 2 and never sees
 /// #1; the relay, which keeps its progress on the row, publishes both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

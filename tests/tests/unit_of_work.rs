@@ -1,5 +1,5 @@
 //! The write side on every backend: a unit of work commits business rows and outbox rows
-//! together or not at all (README, What it guarantees, 1).
+//! together or not at all (book: What it guarantees, 1).
 //!
 //! Each scenario runs four times — SQLite file, SQLite in memory, PostgreSQL, MariaDB — in a
 //! database of its own (see `outbox_tests::db`).
@@ -289,7 +289,7 @@ async fn panic_in_closure_writes_nothing(db: &TestDb) {
     assert_eq!(outbox_rows(db, &outbox).await, 1);
 }
 
-/// The double click of the demo's scenario 2 (README, The demo), with the outbox as in
+/// The double click of the demo's scenario 2 (book: The demo), with the outbox as in
 /// block 3: the same checkout submitted twice; the unique `checkout_id` rejects the second,
 /// and no ghost event is left behind.
 async fn double_click_checkout_leaves_one_order_and_one_event(db: &TestDb) {

@@ -1,4 +1,4 @@
-//! Job-queue mode (README, Job-queue mode): no broker — the outbox table is the queue and the relay runs
+//! Job-queue mode (book: The job queue): no broker — the outbox table is the queue and the relay runs
 //! each row as a local job chosen by its event type.
 //!
 //! The checkout writes the order and two jobs in **one** unit of work: an order-confirmation

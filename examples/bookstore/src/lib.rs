@@ -1,7 +1,7 @@
 //! # The Bookstore
 //!
 //! The example application of the outbox framework, and its demo: the six scenarios of the
-//! outbox article the project started from (README, The demo), run for real with this
+//! outbox article the project started from (book: The demo), run for real with this
 //! framework on SQLite, PostgreSQL or MariaDB, with the in-process broker or a real one.
 //!
 //! - [`ordering`]: the Ordering context — the `Order` aggregate (raises `OrderPlaced` /

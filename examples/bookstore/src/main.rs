@@ -1,5 +1,5 @@
 //! The Bookstore demo: scenarios 1–6 of the outbox article and the job-queue mode (block 7),
-//! run for real with the outbox framework; README, The demo, lists them.
+//! run for real with the outbox framework; the book's chapter The demo lists them.
 //!
 //! ```text
 //! cargo run -p bookstore                                   # SQLite in a temp folder, in-process broker
@@ -48,7 +48,7 @@ enum RelayKind {
 }
 
 /// The Bookstore demo: the six scenarios of the outbox article and the job-queue mode, run
-/// for real (README, The demo, lists them).
+/// for real (the book's chapter The demo lists them).
 #[derive(Debug, Parser)]
 #[command(name = "bookstore", version)]
 struct Cli {
@@ -157,7 +157,7 @@ async fn demo(cli: &Cli) -> Result<bool, DemoError> {
     };
     println!(
         "The Bookstore: six scenarios of the dual-write problem and the job queue, run with \
-         the outbox framework (README, \"The demo\")"
+         the outbox framework (book: The demo)"
     );
     let temporary = if folder.is_some() {
         " (a fresh temporary folder, removed at the end)"

@@ -1,4 +1,4 @@
-//! The Bookstore as three services (README, "Relay service and console"):
+//! The Bookstore as three services (book: The relay service and console):
 //!
 //! ```text
 //! bookstore-services up                      all three, against local PostgreSQL, MariaDB, NATS

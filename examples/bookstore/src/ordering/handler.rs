@@ -140,7 +140,7 @@ pub async fn place_order(
 /// until the first has committed, so its outbox rows come after the first's in `seq` and in
 /// the order the relay sees them. Without it, two units of work on one order could write
 /// their rows in one order and commit in the other, and the relay publishes in the order
-/// rows become visible (README, Known limits). An optimistic version column checked in the
+/// rows become visible (book: Known limits). An optimistic version column checked in the
 /// `UPDATE` serialises them too (the loser retries).
 async fn load<C: ConnectionTrait>(db: &C, order_id: Uuid) -> Result<Order, PlaceOrderError> {
     let row = orders::Entity::find_by_id(order_id.to_string())

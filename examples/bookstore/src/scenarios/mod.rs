@@ -1,4 +1,4 @@
-//! The six scenarios of the outbox article (README, The demo), run for real: each `run` opens its own database (and
+//! The six scenarios of the outbox article (book: The demo), run for real: each `run` opens its own database (and
 //! broker channel), plays the scenario, and returns the facts it measured. A report knows
 //! the article's facts and lists every [deviation](Report::deviations) from them, so the
 //! demo checks itself.

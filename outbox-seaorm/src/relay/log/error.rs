@@ -37,7 +37,7 @@ pub enum LogRelayError {
     /// The server's `wal_level` is not `logical`.
     #[error(
         "PostgreSQL runs with wal_level = {found}; logical decoding needs wal_level = logical: \
-         `ALTER SYSTEM SET wal_level = logical` and restart the server (README: Log relay)"
+         `ALTER SYSTEM SET wal_level = logical` and restart the server (book: The log relay § Setting PostgreSQL up)"
     )]
     WalLevel {
         /// The server's `wal_level`.
@@ -95,9 +95,10 @@ pub enum LogRelayError {
     #[error(
         "replication slot `{slot}` was invalidated by the server ({detail}); the events it had \
          not delivered are no longer in the write-ahead log. Recover: drop the slot \
-         (`SELECT pg_drop_replication_slot('{slot}')`), publish the rows still in the outbox \
-         table with the polling relay (Relay::drain), then start the log relay again: it \
-         creates a fresh slot (README: Log relay, Recovering an invalidated slot)"
+         (`SELECT pg_drop_replication_slot('{slot}')`) and start the log relay again: it \
+         creates a fresh slot, whose backfill publishes every row still pending in the outbox \
+         table (write mode `table`; in message mode and with `remove_after_insert` those \
+         events are lost) (book: The log relay § Recovering an invalidated slot)"
     )]
     SlotInvalidated {
         /// The slot.
