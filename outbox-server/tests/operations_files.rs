@@ -241,7 +241,7 @@ async fn alert_rules_and_dashboard_name_only_exported_metrics() {
             named.extend(metrics_of(rule["expr"].as_str().unwrap()));
         }
     }
-    assert_eq!(alerts.len(), 9, "{alerts:?}");
+    assert_eq!(alerts.len(), 10, "{alerts:?}");
 
     // The dashboard: every panel's targets, and the relay variable's query.
     let dashboard: serde_json::Value = serde_json::from_str(DASHBOARD).unwrap();

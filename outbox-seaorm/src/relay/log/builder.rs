@@ -11,7 +11,6 @@ use super::LogRelay;
 use super::config::LogRelayConfig;
 use super::error::LogRelayError;
 use crate::config::Outbox;
-use crate::table::MAX_IDENTIFIER_LEN;
 
 /// Builds a [`LogRelay`]; see [`LogRelay::builder`].
 #[must_use = "a builder does nothing until `build` is called"]
@@ -19,6 +18,9 @@ pub struct LogRelayBuilder<P> {
     pub(super) db: DatabaseConnection,
     pub(super) outbox: Outbox,
     pub(super) publisher: P,
+    /// The settings given whole ([`config`](LogRelayBuilder::config)); the setters below
+    /// override them.
+    pub(super) config: Option<LogRelayConfig>,
     pub(super) slot: Option<String>,
     pub(super) publication: Option<String>,
     pub(super) batch_size: Option<usize>,
@@ -45,82 +47,13 @@ impl<P> std::fmt::Debug for LogRelayBuilder<P> {
     }
 }
 
-/// Checks a replication slot name as [`LogRelayBuilder::slot`] needs it: lower-case
-/// letters, digits and `_`, 1 to 63 characters.
-///
-/// # Errors
-/// [`LogRelayError::Config`] saying what is wrong with it.
-pub fn validate_slot_name(name: &str) -> Result<(), LogRelayError> {
-    match slot_name_problem(name) {
-        Some(reason) => Err(LogRelayError::Config {
-            setting: "slot",
-            reason,
-        }),
-        None => Ok(()),
-    }
-}
-
-/// Checks a publication name as [`LogRelayBuilder::publication`] needs it: an identifier
-/// (`[A-Za-z_][A-Za-z0-9_]*`, at most 63 characters).
-///
-/// # Errors
-/// [`LogRelayError::Config`] saying what is wrong with it.
-pub fn validate_publication_name(name: &str) -> Result<(), LogRelayError> {
-    match identifier_problem(name) {
-        Some(reason) => Err(LogRelayError::Config {
-            setting: "publication",
-            reason,
-        }),
-        None => Ok(()),
-    }
-}
-
-/// Why `name` is not a replication slot name (`[a-z0-9_]`, 1 to 63 characters).
-fn slot_name_problem(name: &str) -> Option<String> {
-    if name.is_empty() || name.len() > MAX_IDENTIFIER_LEN {
-        return Some(format!(
-            "`{name}` must have 1 to {MAX_IDENTIFIER_LEN} characters"
-        ));
-    }
-    name.chars()
-        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_'))
-        .map(|c| {
-            format!("`{name}` has `{c}`: a slot name has lower-case letters, digits and `_` only")
-        })
-}
-
-/// Why `name` is not a plain identifier (`[A-Za-z_][A-Za-z0-9_]*`, at most 63 characters).
-fn identifier_problem(name: &str) -> Option<String> {
-    let mut chars = name.chars();
-    let first_ok = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
-    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !first_ok || !rest_ok || name.len() > MAX_IDENTIFIER_LEN {
-        return Some(format!(
-            "`{name}` is not an identifier ([A-Za-z_][A-Za-z0-9_]*, at most \
-             {MAX_IDENTIFIER_LEN} characters)"
-        ));
-    }
-    None
-}
-
-fn positive(setting: &'static str, value: Duration) -> Result<Duration, LogRelayError> {
-    if value.is_zero() {
-        return Err(LogRelayError::Config {
-            setting,
-            reason: "must be longer than zero".into(),
-        });
-    }
-    Ok(value)
-}
-
 impl<P: Publisher + 'static> LogRelayBuilder<P> {
     pub(super) fn new(db: DatabaseConnection, outbox: Outbox, publisher: P) -> Self {
         Self {
             db,
             outbox,
             publisher,
+            config: None,
             slot: None,
             publication: None,
             batch_size: None,
@@ -240,7 +173,15 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
         self
     }
 
-    /// Validates the settings.
+    /// Replaces every setting, as [`RelayBuilder::config`](crate::relay::RelayBuilder::config)
+    /// does for the polling relay; the setters of this builder still override single
+    /// settings. Validated by [`build`](Self::build).
+    pub fn config(mut self, config: LogRelayConfig) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// Validates the settings ([`LogRelayConfig::validate`]) and builds the relay.
     ///
     /// # Errors
     /// [`LogRelayError::NotPostgres`] on another backend; [`LogRelayError::Config`] for a
@@ -258,42 +199,28 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
                 backend: backend.to_owned(),
             });
         }
-        let slot = self.slot.ok_or_else(|| LogRelayError::Config {
-            setting: "slot",
-            reason: "required: the replication slot to stream from".into(),
-        })?;
-        if let Some(reason) = slot_name_problem(&slot) {
-            return Err(LogRelayError::Config {
-                setting: "slot",
-                reason,
-            });
-        }
-        let mut config = LogRelayConfig::new(slot);
-        if let Some(publication) = self.publication {
-            if let Some(reason) = identifier_problem(&publication) {
+        let mut config = match (self.config, self.slot) {
+            (Some(mut config), slot) => {
+                if let Some(slot) = slot {
+                    config.slot = slot;
+                }
+                config
+            }
+            (None, Some(slot)) => LogRelayConfig::for_slot(slot),
+            (None, None) => {
                 return Err(LogRelayError::Config {
-                    setting: "publication",
-                    reason,
+                    setting: "slot",
+                    reason: "required: the replication slot to stream from".into(),
                 });
             }
+        };
+        if let Some(publication) = self.publication {
             config.publication = publication;
         }
         if let Some(batch_size) = self.batch_size {
-            if batch_size == 0 {
-                return Err(LogRelayError::Config {
-                    setting: "batch_size",
-                    reason: "must be at least 1".into(),
-                });
-            }
             config.batch_size = batch_size;
         }
         if let Some(attempts) = self.max_attempts {
-            if attempts == 0 {
-                return Err(LogRelayError::Config {
-                    setting: "max_attempts",
-                    reason: "must be at least 1".into(),
-                });
-            }
             config.max_attempts = attempts;
         }
         if let Some(backoff) = self.backoff {
@@ -303,55 +230,40 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
             config.dead_letter_policy = policy;
         }
         if let Some(interval) = self.heartbeat_interval {
-            config.heartbeat_interval = positive("heartbeat_interval", interval)?;
+            config.heartbeat_interval = interval;
         }
         if let Some(interval) = self.feedback_interval {
-            config.feedback_interval = positive("feedback_interval", interval)?;
+            config.feedback_interval = interval;
         }
         if let Some(timeout) = self.publish_timeout {
-            config.publish_timeout = positive("publish_timeout", timeout)?;
+            config.publish_timeout = timeout;
         }
         if let Some(timeout) = self.connect_timeout {
-            config.connect_timeout = positive("connect_timeout", timeout)?;
+            config.connect_timeout = timeout;
         }
-        config.connection_url = self.connection_url;
+        if self.connection_url.is_some() {
+            config.connection_url = self.connection_url;
+        }
         if let Some(ttl) = self.lease_ttl {
-            if ttl < Duration::from_secs(1) {
-                return Err(LogRelayError::Config {
-                    setting: "lease_ttl",
-                    reason: format!("{ttl:?} is shorter than 1 s"),
-                });
-            }
             config.lease_ttl = ttl;
         }
         if let Some(retention) = self.retention {
-            if retention.is_some_and(|r| r < Duration::from_secs(60)) {
-                return Err(LogRelayError::Config {
-                    setting: "retention",
-                    reason: format!("{retention:?} is shorter than a minute"),
-                });
-            }
             config.retention = retention;
         }
         if let Some(interval) = self.purge_interval {
-            config.purge_interval = positive("purge_interval", interval)?;
+            config.purge_interval = interval;
         }
         if let Some(id) = self.instance_id {
-            if id.is_empty() || id.chars().count() > 255 {
-                return Err(LogRelayError::Config {
-                    setting: "instance_id",
-                    reason: "must have 1 to 255 characters".into(),
-                });
-            }
             config.instance_id = id;
         }
+        config.validate()?;
         Ok(LogRelay::new(self.db, self.outbox, self.publisher, config))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::super::config::{identifier_problem, slot_name_problem};
 
     #[test]
     fn slot_names_follow_postgres_rules() {

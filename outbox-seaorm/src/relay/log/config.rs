@@ -4,6 +4,9 @@ use std::time::Duration;
 
 use outbox_core::policy::{Backoff, DeadLetterPolicy};
 
+use super::error::LogRelayError;
+use crate::table::MAX_IDENTIFIER_LEN;
+
 /// Default events per published batch (a batch may span many transactions).
 pub const DEFAULT_BATCH_SIZE: usize = 1_000;
 /// Default number of failed attempts after which an event is dead-lettered.
@@ -29,7 +32,10 @@ pub const DEFAULT_PURGE_BATCH: usize = 1_000;
 /// Prefix of the heartbeat messages (`pg_logical_emit_message`).
 pub const HEARTBEAT_PREFIX: &str = "outbox.heartbeat";
 
-/// The settings of a log relay, built by [`LogRelayBuilder`](super::LogRelayBuilder):
+/// The settings of a log relay: plain data, given whole to
+/// [`LogRelayBuilder::config`](super::LogRelayBuilder::config) (as a polling relay takes a
+/// [`RelayConfig`](crate::relay::RelayConfig)) or set one by one through the builder, and
+/// validated once by [`build`](super::LogRelayBuilder::build):
 ///
 /// | setting | default |
 /// |---|---|
@@ -89,8 +95,9 @@ pub struct LogRelayConfig {
 }
 
 impl LogRelayConfig {
-    /// The defaults, for slot `slot`.
-    pub(super) fn new(slot: String) -> Self {
+    /// The defaults, for replication slot `slot` (checked by [`validate`](Self::validate)).
+    pub fn for_slot(slot: impl Into<String>) -> Self {
+        let slot = slot.into();
         Self {
             publication: slot.clone(),
             slot,
@@ -109,5 +116,155 @@ impl LogRelayConfig {
             lease_ttl: DEFAULT_LEASE_TTL,
             instance_id: format!("log-relay-{}", uuid::Uuid::now_v7()),
         }
+    }
+
+    /// Checks every setting: the slot and publication names, no zero batch size, attempt
+    /// count or interval, a lease of at least 1 s, a retention of at least a minute, an
+    /// instance id of 1 to 255 characters.
+    ///
+    /// # Errors
+    /// [`LogRelayError::Config`] naming the first rejected setting.
+    pub fn validate(&self) -> Result<(), LogRelayError> {
+        let reject =
+            |setting: &'static str, reason: String| Err(LogRelayError::Config { setting, reason });
+        if let Some(reason) = slot_name_problem(&self.slot) {
+            return reject("slot", reason);
+        }
+        if let Some(reason) = identifier_problem(&self.publication) {
+            return reject("publication", reason);
+        }
+        if self.batch_size == 0 {
+            return reject("batch_size", "must be at least 1".into());
+        }
+        if self.max_attempts == 0 {
+            return reject("max_attempts", "must be at least 1".into());
+        }
+        for (setting, value) in [
+            ("heartbeat_interval", self.heartbeat_interval),
+            ("feedback_interval", self.feedback_interval),
+            ("publish_timeout", self.publish_timeout),
+            ("connect_timeout", self.connect_timeout),
+            ("purge_interval", self.purge_interval),
+        ] {
+            if value.is_zero() {
+                return reject(setting, "must be longer than zero".into());
+            }
+        }
+        if self.lease_ttl < Duration::from_secs(1) {
+            return reject(
+                "lease_ttl",
+                format!("{:?} is shorter than 1 s", self.lease_ttl),
+            );
+        }
+        if let Some(retention) = self.retention
+            && retention < Duration::from_secs(60)
+        {
+            return reject(
+                "retention",
+                format!("{retention:?} is shorter than a minute"),
+            );
+        }
+        if self.purge_batch == 0 {
+            return reject("purge_batch", "must be at least 1".into());
+        }
+        if self.instance_id.is_empty() || self.instance_id.chars().count() > 255 {
+            return reject("instance_id", "must have 1 to 255 characters".into());
+        }
+        Ok(())
+    }
+}
+
+/// Checks a replication slot name as [`LogRelayBuilder::slot`](super::LogRelayBuilder::slot) needs it: lower-case
+/// letters, digits and `_`, 1 to 63 characters.
+///
+/// # Errors
+/// [`LogRelayError::Config`] saying what is wrong with it.
+pub fn validate_slot_name(name: &str) -> Result<(), LogRelayError> {
+    match slot_name_problem(name) {
+        Some(reason) => Err(LogRelayError::Config {
+            setting: "slot",
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Checks a publication name as [`LogRelayBuilder::publication`](super::LogRelayBuilder::publication) needs it: an identifier
+/// (`[A-Za-z_][A-Za-z0-9_]*`, at most 63 characters).
+///
+/// # Errors
+/// [`LogRelayError::Config`] saying what is wrong with it.
+pub fn validate_publication_name(name: &str) -> Result<(), LogRelayError> {
+    match identifier_problem(name) {
+        Some(reason) => Err(LogRelayError::Config {
+            setting: "publication",
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Why `name` is not a replication slot name (`[a-z0-9_]`, 1 to 63 characters).
+pub(super) fn slot_name_problem(name: &str) -> Option<String> {
+    if name.is_empty() || name.len() > MAX_IDENTIFIER_LEN {
+        return Some(format!(
+            "`{name}` must have 1 to {MAX_IDENTIFIER_LEN} characters"
+        ));
+    }
+    name.chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_'))
+        .map(|c| {
+            format!("`{name}` has `{c}`: a slot name has lower-case letters, digits and `_` only")
+        })
+}
+
+/// Why `name` is not a plain identifier (`[A-Za-z_][A-Za-z0-9_]*`, at most 63 characters).
+pub(super) fn identifier_problem(name: &str) -> Option<String> {
+    let mut chars = name.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !first_ok || !rest_ok || name.len() > MAX_IDENTIFIER_LEN {
+        return Some(format!(
+            "`{name}` is not an identifier ([A-Za-z_][A-Za-z0-9_]*, at most \
+             {MAX_IDENTIFIER_LEN} characters)"
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_defaults_are_valid_and_each_bad_setting_is_named() {
+        assert!(LogRelayConfig::for_slot("orders_outbox").validate().is_ok());
+        let rejected = |change: fn(&mut LogRelayConfig)| {
+            let mut config = LogRelayConfig::for_slot("orders_outbox");
+            change(&mut config);
+            match config.validate() {
+                Err(LogRelayError::Config { setting, .. }) => setting,
+                other => panic!("not rejected: {other:?}"),
+            }
+        };
+        assert_eq!(rejected(|c| c.slot = "Orders".into()), "slot");
+        assert_eq!(rejected(|c| c.publication = "1pub".into()), "publication");
+        assert_eq!(rejected(|c| c.batch_size = 0), "batch_size");
+        assert_eq!(rejected(|c| c.max_attempts = 0), "max_attempts");
+        assert_eq!(
+            rejected(|c| c.feedback_interval = Duration::ZERO),
+            "feedback_interval"
+        );
+        assert_eq!(
+            rejected(|c| c.lease_ttl = Duration::from_millis(500)),
+            "lease_ttl"
+        );
+        assert_eq!(
+            rejected(|c| c.retention = Some(Duration::from_secs(5))),
+            "retention"
+        );
+        assert_eq!(rejected(|c| c.instance_id = String::new()), "instance_id");
     }
 }

@@ -87,8 +87,8 @@ use outbox_core::publish::Publisher;
 use sea_orm::DatabaseConnection;
 use tokio_util::sync::CancellationToken;
 
-pub use builder::{LogRelayBuilder, validate_publication_name, validate_slot_name};
-pub use config::LogRelayConfig;
+pub use builder::LogRelayBuilder;
+pub use config::{LogRelayConfig, validate_publication_name, validate_slot_name};
 pub use error::LogRelayError;
 pub use report::LogRelayReport;
 

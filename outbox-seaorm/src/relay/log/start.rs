@@ -177,7 +177,7 @@ mod tests {
     }
 
     fn config() -> LogRelayConfig {
-        LogRelayConfig::new("s".into())
+        LogRelayConfig::for_slot("s")
     }
 
     #[test]
