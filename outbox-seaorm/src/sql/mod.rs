@@ -40,6 +40,7 @@ mod lease;
 #[cfg(feature = "log-relay")]
 pub(crate) mod log;
 mod mark;
+mod plan_cache;
 pub(crate) mod ops;
 mod record;
 mod retention;

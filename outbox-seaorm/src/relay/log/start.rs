@@ -3,7 +3,7 @@
 //! the publication covers the outbox's inserts. Each problem is a [`LogRelayError`] that
 //! says what to do.
 
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr};
+use sea_orm::{DatabaseConnection, DbErr};
 
 use super::config::LogRelayConfig;
 use super::error::LogRelayError;
@@ -22,13 +22,12 @@ pub(super) async fn prepare(
 ) -> Result<(), LogRelayError> {
     let preflight = store.log_preflight(db).await?;
     let slot = store.slot(db, &config.slot).await?;
-    let database = current_database(db).await?;
     check(
         &preflight,
         slot.as_ref(),
         config,
-        &database,
-        &current_user(db).await?,
+        &preflight.database,
+        &preflight.role,
     )?;
     ensure_publication(db, store, config, preflight.server_major).await
 }
@@ -143,25 +142,6 @@ fn sqlstate(error: &DbErr) -> Option<String> {
         .map(|code| code.into_owned())
 }
 
-async fn current_database(db: &DatabaseConnection) -> Result<String, DbErr> {
-    scalar(db, "SELECT current_database()::text AS value").await
-}
-
-async fn current_user(db: &DatabaseConnection) -> Result<String, DbErr> {
-    scalar(db, "SELECT current_user::text AS value").await
-}
-
-async fn scalar(db: &DatabaseConnection, sql: &str) -> Result<String, DbErr> {
-    let row = db
-        .query_one_raw(sea_orm::Statement::from_string(
-            db.get_database_backend(),
-            sql,
-        ))
-        .await?
-        .ok_or_else(|| DbErr::RecordNotFound(sql.to_owned()))?;
-    row.try_get("", "value")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,6 +153,8 @@ mod tests {
             max_slots: 10,
             used_slots: 0,
             server_major: 15,
+            database: "shop".into(),
+            role: "relay".into(),
         }
     }
 

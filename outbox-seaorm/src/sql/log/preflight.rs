@@ -18,6 +18,10 @@ pub(crate) struct Preflight {
     pub(crate) used_slots: i64,
     /// The server's major version (`server_version_num / 10000`).
     pub(crate) server_major: i32,
+    /// `current_database()`: the database the slot will belong to.
+    pub(crate) database: String,
+    /// `current_user`: the role that replicates.
+    pub(crate) role: String,
 }
 
 impl Store {
@@ -31,7 +35,8 @@ impl Store {
                    WHERE rolname = current_user), false) AS can_replicate, \
                    current_setting('max_replication_slots')::int4 AS max_slots, \
                    (SELECT count(*) FROM pg_replication_slots)::int8 AS used_slots, \
-                   (current_setting('server_version_num')::int4 / 10000) AS server_major";
+                   (current_setting('server_version_num')::int4 / 10000) AS server_major, \
+                   current_database()::text AS database, current_user::text AS role";
         let row = conn
             .query_one_raw(Statement::from_string(self.backend, sql))
             .await?
