@@ -241,6 +241,118 @@ url = "amqp://guest:guest@rabbit:5672/%2f"
     assert!(paths.last().unwrap().starts_with("environment variable"));
 }
 
+/// One file with one problem of each kind, type errors among them: a value of the wrong
+/// type does not hide the unknown keys, bad choices, URLs and durations elsewhere, nor the
+/// other type errors (issue 33, item 7).
+const EVERY_KIND_OF_PROBLEM: &str = r#"
+lisen = "127.0.0.1:8080"
+
+[http]
+ops_listen = 9464
+
+[[relay]]
+name = "orders"
+database_url = 42
+method = "cdc"
+batch_sise = 10
+poll_interval = "soon"
+[relay.broker]
+kind = "nats"
+url = "http://nope"
+
+[[relay]]
+name = "billing"
+database_url = "postgres://db/billing"
+batch_size = "many"
+worker_keys = [1, "a", 2]
+lease_ttl = "0s"
+[relay.broker]
+kind = "redis"
+url = "redis://redis:6379"
+max_len = "big"
+colour = "blue"
+"#;
+
+/// What [`EVERY_KIND_OF_PROBLEM`] must report: each problem, with its key path.
+const EVERY_KIND_OF_PROBLEM_REPORT: [(&str, &str); 13] = [
+    ("lisen", "unknown key"),
+    (
+        "http.ops_listen",
+        "invalid type: integer `9464`, expected a string",
+    ),
+    (
+        "relay[0].database_url",
+        "invalid type: integer `42`, expected a string",
+    ),
+    ("relay[0].method", "`cdc` is not one of `polling`, `log`"),
+    ("relay[0].batch_sise", "unknown key"),
+    ("relay[0].poll_interval", "`soon` is not a duration"),
+    (
+        "relay[0].broker.url",
+        "scheme `http` is not one of `nats://`, `tls://`",
+    ),
+    (
+        "relay[1].batch_size",
+        "invalid type: string \"many\", expected usize",
+    ),
+    (
+        "relay[1].worker_keys[0]",
+        "invalid type: integer `1`, expected a string",
+    ),
+    (
+        "relay[1].worker_keys[2]",
+        "invalid type: integer `2`, expected a string",
+    ),
+    ("relay[1].lease_ttl", "must be longer than zero"),
+    (
+        "relay[1].broker.max_len",
+        "invalid type: string \"big\", expected usize",
+    ),
+    ("relay[1].broker.colour", "unknown key"),
+];
+
+#[test]
+fn type_errors_do_not_hide_the_other_problems() {
+    let error = ServerConfig::builder()
+        .toml(EVERY_KIND_OF_PROBLEM)
+        .build()
+        .unwrap_err();
+    let text = error.to_string();
+    for (path, says) in EVERY_KIND_OF_PROBLEM_REPORT {
+        let problem = error
+            .about(path)
+            .unwrap_or_else(|| panic!("no problem about {path} in:\n{text}"));
+        assert!(
+            problem.message.contains(says),
+            "{path}: {:?} does not say {says:?}",
+            problem.message
+        );
+    }
+    // Nothing else: an unreadable value is reported once, not again as missing.
+    assert_eq!(
+        error.problems.len(),
+        EVERY_KIND_OF_PROBLEM_REPORT.len(),
+        "{text}"
+    );
+    // Section by section, in file order.
+    let paths: Vec<&str> = error.problems.iter().map(|p| p.path.as_str()).collect();
+    let position = |path: &str| paths.iter().position(|p| *p == path).unwrap();
+    assert!(position("lisen") < position("http.ops_listen"));
+    assert!(position("http.ops_listen") < position("relay[0].database_url"));
+    assert!(position("relay[0].broker.url") < position("relay[1].batch_size"));
+
+    // `outbox check-config` prints the same list, in one run.
+    let (code, out, err) = check_config(EVERY_KIND_OF_PROBLEM.as_bytes(), &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        err.contains(&format!("{} problems in the configuration:", paths.len())),
+        "{err}"
+    );
+    for problem in &error.problems {
+        assert!(err.contains(&format!("\n  {problem}")), "{err}");
+    }
+}
+
 #[test]
 fn syntax_errors_name_their_line_and_column() {
     let error = ServerConfig::builder()
@@ -326,14 +438,14 @@ fn check_config_prints_a_summary_or_every_problem() {
     );
 }
 
-/// README's configuration example is this file, verbatim (so it cannot drift from what
-/// the tests read).
+/// The book's configuration example (chapter "The relay service") is this file, verbatim
+/// (so it cannot drift from what the tests read).
 #[test]
-fn the_readme_shows_the_example_file() {
-    let readme = include_str!("../../README.md");
+fn the_book_shows_the_example_file() {
+    let chapter = include_str!("../../docs/book/src/relay-service.md");
     assert!(
-        readme.contains(&format!("```toml\n{EXAMPLE}```")),
-        "README's [Relay service and console] TOML block differs from outbox.example.toml"
+        chapter.contains(&format!("```toml\n{EXAMPLE}```")),
+        "the TOML block of docs/book/src/relay-service.md differs from outbox.example.toml"
     );
 }
 

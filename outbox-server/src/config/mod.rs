@@ -38,6 +38,7 @@ mod http;
 mod log;
 mod outbox;
 mod problem;
+mod read;
 mod relay;
 mod route;
 mod secret;
@@ -63,6 +64,7 @@ pub use stream::StreamSettings;
 
 use file::{FileConfig, FileRelay};
 use problem::Problems;
+use read::read;
 
 /// The whole configuration of one service process.
 #[derive(Debug, Clone)]
@@ -128,9 +130,11 @@ impl ServerConfigBuilder {
     /// Reads and checks the configuration.
     ///
     /// # Errors
-    /// [`ConfigError`] with every problem found: TOML syntax (with line and column),
-    /// unknown keys, values of the wrong type, missing settings, invalid names, URLs,
-    /// durations and table names, and environment variables that name no setting.
+    /// [`ConfigError`] with every problem found: TOML syntax (with line and column, the
+    /// only problem that stops the check), unknown keys, values of the wrong type (each
+    /// one; the rest of the file is still read and checked), missing settings, invalid
+    /// names, URLs, durations and table names, and environment variables that name no
+    /// setting.
     pub fn build(self) -> Result<ServerConfig, ConfigError> {
         let mut problems = Problems::default();
         let document: toml::Table = toml::from_str(&self.toml)
@@ -157,77 +161,6 @@ impl ServerConfigBuilder {
             overridden_by,
         })
     }
-}
-
-/// Deserializes `value` (at key path `path`), recording each unknown key and the first
-/// type error as problems.
-fn read<T: serde::de::DeserializeOwned>(
-    value: toml::Value,
-    path: &str,
-    problems: &mut Problems,
-) -> Option<T> {
-    let join = |inner: &str| match (path.is_empty(), inner.is_empty()) {
-        (true, _) => inner.to_owned(),
-        (false, true) => path.to_owned(),
-        (false, false) if inner.starts_with('[') => format!("{path}{inner}"),
-        (false, false) => format!("{path}.{inner}"),
-    };
-    let mut unknown = Vec::new();
-    let result = serde_path_to_error::deserialize(serde_ignored::Deserializer::new(
-        value,
-        &mut |key: serde_ignored::Path<'_>| unknown.push(key_path(&key)),
-    ));
-    for key in unknown {
-        // `relay` entries are read on their own: the whole file does not know their keys.
-        problems.add(join(&key), "unknown key");
-    }
-    match result {
-        Ok(value) => Some(value),
-        Err(error) => {
-            let inner = key_path_of(error.path());
-            problems.add(join(&inner), error.into_inner().message().trim().to_owned());
-            None
-        }
-    }
-}
-
-/// `a.b[2].c` for an ignored key.
-fn key_path(path: &serde_ignored::Path<'_>) -> String {
-    use serde_ignored::Path;
-    match path {
-        Path::Root => String::new(),
-        Path::Seq { parent, index } => format!("{}[{index}]", key_path(parent)),
-        Path::Map { parent, key } => {
-            let parent = key_path(parent);
-            if parent.is_empty() {
-                key.clone()
-            } else {
-                format!("{parent}.{key}")
-            }
-        }
-        Path::Some { parent }
-        | Path::NewtypeStruct { parent }
-        | Path::NewtypeVariant { parent } => key_path(parent),
-    }
-}
-
-/// `a.b[2].c` for a type error.
-fn key_path_of(path: &serde_path_to_error::Path) -> String {
-    use serde_path_to_error::Segment;
-    let mut text = String::new();
-    for segment in path.iter() {
-        match segment {
-            Segment::Seq { index } => text.push_str(&format!("[{index}]")),
-            Segment::Map { key } => {
-                if !text.is_empty() {
-                    text.push('.');
-                }
-                text.push_str(key);
-            }
-            Segment::Enum { .. } | Segment::Unknown => {}
-        }
-    }
-    text
 }
 
 /// The TOML parser's message with the line and column it is about.

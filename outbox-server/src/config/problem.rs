@@ -60,37 +60,73 @@ fn render(problems: &[ConfigProblem]) -> String {
 
 /// The problems found so far while a configuration is checked.
 #[derive(Debug, Default)]
-pub(crate) struct Problems(Vec<ConfigProblem>);
+pub(crate) struct Problems {
+    /// The problems, in the order found.
+    found: Vec<ConfigProblem>,
+    /// The key paths whose value could not be read (a value of the wrong type): the file's
+    /// reader dropped them, and a later "missing" about them (or anything under them)
+    /// would only repeat the type error.
+    unreadable: Vec<String>,
+}
 
 impl Problems {
-    /// Records a problem at `path`.
+    /// Records a problem at `path`, unless `path` is (or is under) a value that could not
+    /// be read, whose type error is the problem to report.
     pub(crate) fn add(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.0.push(ConfigProblem {
-            path: path.into(),
+        let path = path.into();
+        if self.unreadable.iter().any(|value| is_under(&path, value)) {
+            return;
+        }
+        self.found.push(ConfigProblem {
+            path,
             message: message.into(),
         });
     }
 
+    /// Records that the value at `path` could not be read (`message`: why), and drops it.
+    pub(crate) fn add_unreadable(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        let path = path.into();
+        self.unreadable.push(path.clone());
+        self.found.push(ConfigProblem {
+            path,
+            message: message.into(),
+        });
+    }
+
+    /// Whether the value at `path` could not be read (so that its absence says nothing).
+    pub(crate) fn is_unreadable(&self, path: &str) -> bool {
+        self.unreadable.iter().any(|value| value == path)
+    }
+
     /// How many were found.
     pub(crate) fn len(&self) -> usize {
-        self.0.len()
+        self.found.len()
     }
 
     /// Whether nothing was found.
     #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.found.is_empty()
     }
 
     /// `Ok(value)` when nothing was found; otherwise the problems, section by section in
     /// file order (`http`, `console`, then each relay, then the environment).
     pub(crate) fn finish<T>(mut self, value: impl FnOnce() -> T) -> Result<T, ConfigError> {
-        if self.0.is_empty() {
+        if self.found.is_empty() {
             return Ok(value());
         }
-        self.0.sort_by_key(|problem| section_rank(&problem.path));
-        Err(ConfigError { problems: self.0 })
+        self.found
+            .sort_by_key(|problem| section_rank(&problem.path));
+        Err(ConfigError {
+            problems: self.found,
+        })
     }
+}
+
+/// Whether key path `path` is `value` or a key path under it (`value.key`, `value[i]`).
+fn is_under(path: &str, value: &str) -> bool {
+    path.strip_prefix(value)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
 }
 
 /// Where the section of `path` comes in the report.

@@ -115,6 +115,8 @@ fn check(
         }
     };
     let method_log = match file.method.as_deref() {
+        // A `method` of the wrong type says nothing about which relay this is.
+        None if problems.is_unreadable(&key("method")) => None,
         None => Some(false),
         Some(text) => choice(
             problems,
