@@ -111,6 +111,28 @@ async fn drop_server_database(service: Service, admin_url: &str, name: &str) {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+    if service == Service::MariaDb {
+        // A connection a test left inside a transaction (a relay "killed" mid-batch whose
+        // transaction task still holds its locks) would make DROP DATABASE wait for its
+        // metadata lock for good: end them first, as PostgreSQL's WITH (FORCE) does.
+        let sessions = format!(
+            "SELECT id FROM information_schema.processlist WHERE db = '{name}' \
+             AND id <> CONNECTION_ID()"
+        );
+        if let Ok(rows) = admin
+            .query_all_raw(sea_orm::Statement::from_string(
+                sea_orm::DbBackend::MySql,
+                sessions,
+            ))
+            .await
+        {
+            for row in rows {
+                if let Ok(id) = row.try_get_by_index::<u64>(0) {
+                    let _ = admin.execute_unprepared(&format!("KILL {id}")).await;
+                }
+            }
+        }
+    }
     let statement = match service {
         Service::Postgres => format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"),
         _ => format!("DROP DATABASE IF EXISTS `{name}`"),
