@@ -8,7 +8,9 @@
 //! contracts, writes them as outbox rows **in the same transaction**, and commits. Either
 //! the business change and its events are both stored, or neither is.
 //!
-//! ```
+// The example runs on in-memory SQLite: without the `sqlite` feature it only compiles.
+#![cfg_attr(feature = "sqlite", doc = "```")]
+#![cfg_attr(not(feature = "sqlite"), doc = "```no_run")]
 //! use std::time::Duration;
 //!
 //! use outbox_core::mapping::{ContractMapper, ContractSink, MapError};

@@ -8,7 +8,9 @@
 //!
 //! Write handlers with [`#[inbox_handler]`](crate::inbox_handler):
 //!
-//! ```
+// The example runs on in-memory SQLite: without the `sqlite` feature it only compiles.
+#![cfg_attr(feature = "sqlite", doc = "```")]
+#![cfg_attr(not(feature = "sqlite"), doc = "```no_run")]
 //! use outbox_core::{Envelope, IntegrationEvent};
 //! use outbox_seaorm::inbox::{self, InboxOutcome};
 //! use outbox_seaorm::{Outbox, UnitOfWork, inbox_handler, schema};

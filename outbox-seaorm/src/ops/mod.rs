@@ -2,7 +2,9 @@
 //! operator log: who, when, why), and retention cleanup of the outbox and inbox tables.
 //! The `cli` feature wraps them in embeddable subcommands ([`crate::cli`]).
 //!
-//! ```
+// The example runs on in-memory SQLite: without the `sqlite` feature it only compiles.
+#![cfg_attr(feature = "sqlite", doc = "```")]
+#![cfg_attr(not(feature = "sqlite"), doc = "```no_run")]
 //! use std::time::Duration;
 //!
 //! use outbox_seaorm::ops::Operations;

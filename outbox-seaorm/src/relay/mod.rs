@@ -1,7 +1,9 @@
 //! The relay: publishes every committed outbox row at least once, in `seq` order per
 //! aggregate, from any number of processes, and never gets stuck on one bad row.
 //!
-//! ```
+// The example runs on in-memory SQLite: without the `sqlite` feature it only compiles.
+#![cfg_attr(feature = "sqlite", doc = "```")]
+#![cfg_attr(not(feature = "sqlite"), doc = "```no_run")]
 //! use std::time::Duration;
 //!
 //! use outbox_core::in_process::InProcessBroker;

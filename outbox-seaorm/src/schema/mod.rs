@@ -209,6 +209,8 @@ pub async fn install<C: ConnectionTrait>(db: &C, outbox: &Outbox) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
+    // Imported by the module only with the `migration` feature.
+    use crate::table::TableName;
 
     #[test]
     fn index_names_fit_identifiers() {

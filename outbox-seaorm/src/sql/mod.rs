@@ -40,8 +40,8 @@ mod lease;
 #[cfg(feature = "log-relay")]
 pub(crate) mod log;
 mod mark;
-mod plan_cache;
 pub(crate) mod ops;
+mod plan_cache;
 mod record;
 mod retention;
 mod store;
