@@ -8,7 +8,7 @@
 //! Fails, never skips, when Chromium or chromedriver is missing and services are required
 //! (`scripts/provision` installs Debian's `chromium` and `chromium-driver`).
 //! `OUTBOX_CONSOLE_SCREENSHOTS=DIR` saves the overview and the dead letter as PNG there (the
-//! README's screenshots: `OUTBOX_CONSOLE_SCREENSHOTS=docs/console`).
+//! book's screenshots: `OUTBOX_CONSOLE_SCREENSHOTS=docs/book/src/console`).
 
 #![allow(clippy::unwrap_used)]
 
