@@ -177,6 +177,7 @@ impl<P: Publisher + 'static> LogRelay<P> {
         let settings = self.source_settings();
         let mut total = LogRelayReport::default();
         let mut standby = false;
+        let mut installed = false;
         let me = self.config.instance_id.clone();
         tracing::info!(
             slot = %self.config.slot,
@@ -196,12 +197,19 @@ impl<P: Publisher + 'static> LogRelay<P> {
                 break Ok(());
             }
             let pause = match self
-                .attempt(&settings, &mut standby, &shutdown, &mut total)
+                .attempt(
+                    &settings,
+                    &mut standby,
+                    &mut installed,
+                    &shutdown,
+                    &mut total,
+                )
                 .await
             {
                 Ok(pause) => pause,
                 Err(error) if fatal(&error) => break Err(error),
                 Err(error) => {
+                    installed = false;
                     total.restarts += 1;
                     let missing = match &error {
                         LogRelayError::Database(error) => dialect::missing_table(error),
@@ -241,14 +249,20 @@ impl<P: Publisher + 'static> LogRelay<P> {
         &self,
         settings: &SourceSettings,
         standby: &mut bool,
+        installed: &mut bool,
         shutdown: &CancellationToken,
         total: &mut LogRelayReport,
     ) -> Result<Duration, LogRelayError> {
         let me = &self.config.instance_id;
-        if !self.store.log_tables_exist(&self.db).await? {
-            return Err(LogRelayError::NotInstalled {
-                table: self.outbox.tables().relay.log_slots.to_string(),
-            });
+        // Looked at once, and again after a failed turn (the tables may have gone): not at
+        // every standby turn.
+        if !*installed {
+            if !self.store.log_tables_exist(&self.db).await? {
+                return Err(LogRelayError::NotInstalled {
+                    table: self.outbox.tables().relay.log_slots.to_string(),
+                });
+            }
+            *installed = true;
         }
         let lease = self
             .store
