@@ -118,21 +118,35 @@ impl PartitionedConsumer {
             )],
         );
         while !shutdown.is_cancelled() {
-            let pause = match supervisor.tick(&mut start).await {
+            let (pause, failing) = match supervisor.tick(&mut start).await {
                 Ok(()) => {
                     outage.succeeded(HEARTBEAT);
-                    self.heartbeat_interval
+                    (self.heartbeat_interval, false)
                 }
                 Err(error) => {
                     supervisor.report.failed_heartbeats += 1;
                     supervisor.stop_if_expiring();
-                    self.heartbeat_interval
-                        .max(outage.failed(HEARTBEAT, &error))
+                    let pause = self
+                        .heartbeat_interval
+                        .max(outage.failed(HEARTBEAT, &error));
+                    (pause, true)
                 }
             };
+            let wake = tokio::time::Instant::now() + pause;
+            // While failing, the backoff may outlast the leases: the runners are stopped
+            // when the leases may expire, not at the next attempt.
+            if let Some(expiry) = supervisor.expiry().filter(|_| failing) {
+                let expiry = tokio::time::Instant::from_std(expiry);
+                if expiry < wake {
+                    tokio::select! {
+                        () = shutdown.cancelled() => break,
+                        () = tokio::time::sleep_until(expiry) => supervisor.stop_if_expiring(),
+                    }
+                }
+            }
             tokio::select! {
                 () = shutdown.cancelled() => break,
-                () = tokio::time::sleep(pause) => {}
+                () = tokio::time::sleep_until(wake) => {}
             }
         }
         supervisor.shut_down().await;
@@ -330,6 +344,18 @@ impl Supervisor<'_> {
             runner.stop.cancel();
             self.stopping.insert(partition, runner.task);
         }
+    }
+
+    /// When the leases renewed last may expire, while runners hold them; `None` when no
+    /// runner runs.
+    fn expiry(&self) -> Option<Instant> {
+        if self.running.is_empty() {
+            return None;
+        }
+        *self
+            .valid_until
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// After a failed heartbeat: stops every runner once the leases may have expired.
