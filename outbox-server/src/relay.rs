@@ -20,7 +20,7 @@ use sea_orm::{ConnectOptions, Database, DatabaseConnection};
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::{self, BrokerProbe, BrokerPublisher};
-use crate::config::{LogSettings, RelayMethod, RelaySettings, redacted_url};
+use crate::config::{RelayMethod, RelaySettings, redacted_url};
 
 /// How long connecting to a database may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -235,12 +235,13 @@ impl RelayTask {
         &self,
         db: DatabaseConnection,
         publisher: BrokerPublisher,
-        log: &LogSettings,
+        config: &LogRelayConfig,
         shutdown: &CancellationToken,
     ) -> Result<(), (&'static str, String)> {
         let settings = &self.settings;
         let relay = LogRelay::builder(db, settings.outbox.clone(), publisher)
-            .config(log_relay_config(settings, log))
+            .config(config.clone())
+            .connection_url(settings.database_url.expose())
             .build()
             .map_err(|error| (RELAY, error.to_string()))?;
         self.lock().relay = Some(relay.database_outage());
@@ -250,42 +251,4 @@ impl RelayTask {
             .map(drop)
             .map_err(|error| (RELAY, error.to_string()))
     }
-}
-
-/// The log relay's settings from the file, as one [`LogRelayConfig`] given whole to its
-/// builder, as the polling relay's arrive as one `RelayConfig`: the library's defaults
-/// where the file is silent.
-pub fn log_relay_config(settings: &RelaySettings, log: &LogSettings) -> LogRelayConfig {
-    let mut config = LogRelayConfig::for_slot(log.slot.clone());
-    config.instance_id = settings.relay.instance_id.clone();
-    config.connection_url = Some(settings.database_url.expose().to_owned());
-    if let Some(publication) = &log.publication {
-        config.publication = publication.clone();
-    }
-    if let Some(interval) = log.heartbeat_interval {
-        config.heartbeat_interval = interval;
-    }
-    if let Some(interval) = log.feedback_interval {
-        config.feedback_interval = interval;
-    }
-    let shared = &log.shared;
-    if let Some(events) = shared.batch_size {
-        config.batch_size = events;
-    }
-    if let Some(attempts) = shared.max_attempts {
-        config.max_attempts = attempts;
-    }
-    if let Some(policy) = shared.dead_letter_policy {
-        config.dead_letter_policy = policy;
-    }
-    if let Some(ttl) = shared.lease_ttl {
-        config.lease_ttl = ttl;
-    }
-    if let Some(timeout) = shared.publish_timeout {
-        config.publish_timeout = timeout;
-    }
-    if let Some(retention) = shared.retention {
-        config.retention = retention;
-    }
-    config
 }

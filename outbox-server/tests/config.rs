@@ -49,7 +49,7 @@ fn the_example_file_reads() {
     assert_eq!(config.relays.len(), 2);
     let ordering = &config.relays[0];
     assert_eq!(ordering.name, "ordering");
-    assert_eq!(ordering.method, RelayMethod::Polling);
+    assert!(matches!(ordering.method, RelayMethod::Polling));
     assert_eq!(ordering.relay.batch_size, 100);
     assert_eq!(ordering.relay.poll_interval, Duration::from_millis(500));
     assert_eq!(ordering.relay.retention, Some(Duration::ZERO));
@@ -73,10 +73,16 @@ fn the_example_file_reads() {
         panic!("{:?}", acme.method)
     };
     assert_eq!(log.slot, "acme_outbox");
-    assert_eq!(log.shared.batch_size, Some(1000));
+    assert_eq!(log.batch_size, 1000);
     assert_eq!(
-        log.shared.lease_ttl, None,
+        log.lease_ttl,
+        outbox_seaorm::relay::log::config::DEFAULT_LEASE_TTL,
         "the log relay keeps its own default"
+    );
+    assert_eq!(log.instance_id, acme.relay.instance_id);
+    assert_eq!(
+        log.connection_url, None,
+        "the URL is a secret, given at start"
     );
     assert_eq!(acme.broker.exchange.as_deref(), Some("bookstore"));
     assert_eq!(acme.outbox.write_mode().as_str(), "table");
@@ -351,6 +357,64 @@ fn type_errors_do_not_hide_the_other_problems() {
     for problem in &error.problems {
         assert!(err.contains(&format!("\n  {problem}")), "{err}");
     }
+}
+
+/// The log relay's settings are checked by the library's own validation at load time, with
+/// the shared `[[relay]]` settings it takes: a retention the polling relay accepts but the
+/// log relay refuses (it needs at least a minute) is reported by check-config, not when
+/// the relay starts.
+#[test]
+fn log_relay_settings_are_checked_by_the_library_at_load_time() {
+    let file = r#"
+[[relay]]
+name = "acme"
+database_url = "postgres://acme@db/acme"
+method = "log"
+retention = "5s"
+[relay.log]
+slot = "acme_outbox"
+publication = "1pub"
+feedback_interval = "0s"
+[relay.broker]
+kind = "nats"
+url = "nats://127.0.0.1:4222"
+"#;
+    let error = ServerConfig::builder().toml(file).build().unwrap_err();
+    let text = error.to_string();
+    for (path, says) in [
+        ("relay[0].retention", "shorter than a minute"),
+        ("relay[0].log.publication", "not an identifier"),
+        ("relay[0].log.feedback_interval", "longer than zero"),
+    ] {
+        let problem = error
+            .about(path)
+            .unwrap_or_else(|| panic!("no problem about {path} in:\n{text}"));
+        assert!(
+            problem.message.contains(says),
+            "{path}: {:?} does not say {says:?}",
+            problem.message
+        );
+    }
+    // Accepted, the configuration is the one the relay starts with.
+    let good = file
+        .replace("retention = \"5s\"", "retention = \"2h\"")
+        .replace("publication = \"1pub\"", "publication = \"acme_pub\"")
+        .replace(
+            "feedback_interval = \"0s\"",
+            "feedback_interval = \"250ms\"",
+        );
+    let config = ServerConfig::builder().toml(&good).build().unwrap();
+    let RelayMethod::Log(log) = &config.relays[0].method else {
+        panic!("{:?}", config.relays[0].method)
+    };
+    assert_eq!(log.retention, Some(Duration::from_secs(7200)));
+    assert_eq!(
+        log.max_attempts,
+        outbox_seaorm::relay::log::config::DEFAULT_MAX_ATTEMPTS
+    );
+    assert_eq!(log.publication, "acme_pub");
+    assert_eq!(log.feedback_interval, Duration::from_millis(250));
+    assert!(log.validate().is_ok());
 }
 
 #[test]

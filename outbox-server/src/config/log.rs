@@ -1,113 +1,85 @@
-//! `[relay.log]`: the log relay's settings, and the `[[relay]]` settings it shares with
-//! the polling relay.
+//! `[relay.log]`: the log relay's settings, with the `[[relay]]` settings it shares with
+//! the polling relay, as the library's [`LogRelayConfig`], checked at load time by the
+//! library's own validation ([`LogRelayConfig::problems`]).
 
-use std::time::Duration;
-
-use outbox_core::policy::DeadLetterPolicy;
 use outbox_seaorm::relay::RelayConfig;
+use outbox_seaorm::relay::log::{LogRelayConfig, LogRelayError};
 
 use super::file::{FileLog, FileRelay};
 use super::problem::Problems;
 use super::value::positive_duration;
 
-/// The log relay's settings (`[relay.log]`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LogSettings {
-    /// The replication slot (required: it is the relay's position in the log, kept by the
-    /// server; renaming it starts over from a new slot).
-    pub slot: String,
-    /// The publication (default: the log relay's, named after the outbox table).
-    pub publication: Option<String>,
-    /// Time between idle-database heartbeats.
-    pub heartbeat_interval: Option<Duration>,
-    /// Time between acknowledgements to the server.
-    pub feedback_interval: Option<Duration>,
-    /// The relay-level settings the file gives explicitly, which the log relay takes
-    /// (the others keep the log relay's own defaults, e.g. its 10 s lease TTL).
-    pub shared: SharedSettings,
-}
-
-/// The `[[relay]]` settings that both relays take, as the file gives them (`None`: the
-/// relay's default).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SharedSettings {
-    /// Events per batch.
-    pub batch_size: Option<usize>,
-    /// Attempts before a dead letter.
-    pub max_attempts: Option<u32>,
-    /// What a dead letter does to its aggregate.
-    pub dead_letter_policy: Option<DeadLetterPolicy>,
-    /// The lease TTL.
-    pub lease_ttl: Option<Duration>,
-    /// The publish timeout.
-    pub publish_timeout: Option<Duration>,
-    /// The retention (`Some(None)`: forever).
-    pub retention: Option<Option<Duration>>,
-}
-
-/// Checks `[relay.log]`.
+/// Checks `[relay.log]` at `path` (`relay[i].log`) and builds the log relay's
+/// configuration: the library's defaults where the file is silent, the shared `[[relay]]`
+/// settings the file gives explicitly (taken from `relay`, which checked them), and the
+/// relay's instance id. The replication connection's URL is not in it: it is the relay's
+/// database URL, a secret, given to the builder when the relay starts.
 pub(crate) fn check_log(
-    file: &FileLog,
+    log: &FileLog,
+    file: &FileRelay,
+    relay: Option<&RelayConfig>,
     path: &str,
     problems: &mut Problems,
-) -> Option<LogSettings> {
+) -> Option<LogRelayConfig> {
     let before = problems.len();
-    let slot = match &file.slot {
-        Some(slot) => {
-            if let Err(error) = outbox_seaorm::relay::log::validate_slot_name(slot) {
-                problems.add(format!("{path}.slot"), error.to_string());
-            }
-            Some(slot.clone())
-        }
-        None => {
-            problems.add(
-                format!("{path}.slot"),
-                "missing: the replication slot the relay streams from",
-            );
-            None
-        }
-    };
-    if let Some(publication) = &file.publication
-        && let Err(error) = outbox_seaorm::relay::log::validate_publication_name(publication)
-    {
-        problems.add(format!("{path}.publication"), error.to_string());
-    }
-    let heartbeat_interval = file
-        .heartbeat_interval
-        .as_ref()
-        .and_then(|text| positive_duration(problems, &format!("{path}.heartbeat_interval"), text));
-    let feedback_interval = file
-        .feedback_interval
-        .as_ref()
-        .and_then(|text| positive_duration(problems, &format!("{path}.feedback_interval"), text));
-    if problems.len() > before {
+    let Some(slot) = &log.slot else {
+        problems.add(
+            format!("{path}.slot"),
+            "missing: the replication slot the relay streams from",
+        );
         return None;
+    };
+    let mut config = LogRelayConfig::for_slot(slot.clone());
+    if let Some(publication) = &log.publication {
+        config.publication = publication.clone();
     }
-    Some(LogSettings {
-        slot: slot?,
-        publication: file.publication.clone(),
-        heartbeat_interval,
-        feedback_interval,
-        shared: SharedSettings::default(),
-    })
-}
-
-/// The shared settings the file gives, with the values `config` checked.
-pub(crate) fn shared_settings(file: &FileRelay, config: &RelayConfig) -> SharedSettings {
-    SharedSettings {
-        batch_size: file.batch_size.map(|_| config.batch_size),
-        max_attempts: file.max_attempts.map(|_| config.max_attempts),
-        dead_letter_policy: file
-            .dead_letter_policy
-            .as_ref()
-            .map(|_| config.dead_letter_policy),
-        lease_ttl: file.lease_ttl.as_ref().map(|_| config.lease_ttl),
-        publish_timeout: file
-            .publish_timeout
-            .as_ref()
-            .map(|_| config.publish_timeout),
-        retention: file.retention.as_ref().map(|_| config.retention),
+    if let Some(text) = &log.heartbeat_interval
+        && let Some(interval) =
+            positive_duration(problems, &format!("{path}.heartbeat_interval"), text)
+    {
+        config.heartbeat_interval = interval;
     }
+    if let Some(text) = &log.feedback_interval
+        && let Some(interval) =
+            positive_duration(problems, &format!("{path}.feedback_interval"), text)
+    {
+        config.feedback_interval = interval;
+    }
+    // The shared settings the file gives; the others keep the log relay's own defaults
+    // (e.g. its 10 s lease TTL, not the polling relay's). When they did not check, the
+    // log section is still checked below, with the defaults in their place.
+    if let Some(relay) = relay {
+        if file.batch_size.is_some() {
+            config.batch_size = relay.batch_size;
+        }
+        if file.max_attempts.is_some() {
+            config.max_attempts = relay.max_attempts;
+        }
+        if file.dead_letter_policy.is_some() {
+            config.dead_letter_policy = relay.dead_letter_policy;
+        }
+        if file.lease_ttl.is_some() {
+            config.lease_ttl = relay.lease_ttl;
+        }
+        if file.publish_timeout.is_some() {
+            config.publish_timeout = relay.publish_timeout;
+        }
+        if file.retention.is_some() {
+            config.retention = relay.retention;
+        }
+        config.instance_id.clone_from(&relay.instance_id);
+    }
+    let relay_path = path.strip_suffix(".log").unwrap_or(path);
+    for problem in config.problems() {
+        if let LogRelayError::Config { setting, reason } = problem {
+            let at = match setting {
+                "slot" | "publication" | "heartbeat_interval" | "feedback_interval" => {
+                    format!("{path}.{setting}")
+                }
+                _ => format!("{relay_path}.{setting}"),
+            };
+            problems.add(at, reason);
+        }
+    }
+    (problems.len() == before && relay.is_some()).then_some(config)
 }

@@ -55,7 +55,6 @@ pub use console::{
     ConsoleSettings, ConsoleSettingsBuilder, ConsoleUser, DEFAULT_SESSION_TTL, MIN_TOKEN_LEN, Role,
 };
 pub use http::{DEFAULT_LISTEN, HttpSettings};
-pub use log::{LogSettings, SharedSettings};
 pub use problem::{ConfigError, ConfigProblem};
 pub use relay::{RelayMethod, RelaySettings};
 pub use route::RouteSettings;

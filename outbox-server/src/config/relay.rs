@@ -4,11 +4,12 @@ use std::collections::BTreeSet;
 
 use outbox_seaorm::Outbox;
 use outbox_seaorm::relay::RelayConfig;
+use outbox_seaorm::relay::log::LogRelayConfig;
 
 use super::broker::{self, BrokerSettings};
 use super::env::{Overrides, env_name};
 use super::file::FileRelay;
-use super::log::{LogSettings, check_log, shared_settings};
+use super::log::check_log;
 use super::outbox::check_outbox;
 use super::problem::Problems;
 use super::secret::Secret;
@@ -16,14 +17,15 @@ use super::tuning::check_relay_config;
 use super::value::choice;
 
 /// How a relay reads the outbox.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum RelayMethod {
     /// The polling relay (every database): claims rows under leases.
     Polling,
     /// The log relay (PostgreSQL with `wal_level = logical`): tails the outbox's inserts
-    /// through a replication slot.
-    Log(LogSettings),
+    /// through a replication slot. Its configuration is complete and checked, but for the
+    /// replication connection's URL: the relay's database URL, given when it starts.
+    Log(Box<LogRelayConfig>),
 }
 
 impl RelayMethod {
@@ -164,12 +166,8 @@ fn check(
                     );
                 }
             }
-            check_log(log, &key("log"), problems).map(|mut settings| {
-                if let Some(config) = &relay {
-                    settings.shared = shared_settings(file, config);
-                }
-                RelayMethod::Log(settings)
-            })
+            check_log(log, file, relay.as_ref(), &key("log"), problems)
+                .map(|config| RelayMethod::Log(Box::new(config)))
         }
         (Some(true), None) => {
             problems.add(

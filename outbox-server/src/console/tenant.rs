@@ -46,10 +46,7 @@ impl Tenant {
         let settings = task.settings();
         let (ordering, dead_letter_policy) = match &settings.method {
             RelayMethod::Polling => (settings.relay.ordering, settings.relay.dead_letter_policy),
-            RelayMethod::Log(log) => (
-                Ordering::PerAggregate,
-                log.shared.dead_letter_policy.unwrap_or_default(),
-            ),
+            RelayMethod::Log(log) => (Ordering::PerAggregate, log.dead_letter_policy),
         };
         Self {
             name: settings.name.clone(),

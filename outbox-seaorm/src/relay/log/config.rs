@@ -123,21 +123,34 @@ impl LogRelayConfig {
     /// instance id of 1 to 255 characters.
     ///
     /// # Errors
-    /// [`LogRelayError::Config`] naming the first rejected setting.
+    /// [`LogRelayError::Config`] naming the first rejected setting ([`problems`](Self::problems)
+    /// lists them all).
     pub fn validate(&self) -> Result<(), LogRelayError> {
-        let reject =
-            |setting: &'static str, reason: String| Err(LogRelayError::Config { setting, reason });
+        match self.problems().into_iter().next() {
+            Some(problem) => Err(problem),
+            None => Ok(()),
+        }
+    }
+
+    /// Every rejected setting, each as a [`LogRelayError::Config`], in the order of the
+    /// fields; empty when [`validate`](Self::validate) passes. A configuration checker
+    /// (the relay service's `check-config`) reports them all in one run.
+    pub fn problems(&self) -> Vec<LogRelayError> {
+        let mut problems = Vec::new();
+        let mut reject = |setting: &'static str, reason: String| {
+            problems.push(LogRelayError::Config { setting, reason });
+        };
         if let Some(reason) = slot_name_problem(&self.slot) {
-            return reject("slot", reason);
+            reject("slot", reason);
         }
         if let Some(reason) = identifier_problem(&self.publication) {
-            return reject("publication", reason);
+            reject("publication", reason);
         }
         if self.batch_size == 0 {
-            return reject("batch_size", "must be at least 1".into());
+            reject("batch_size", "must be at least 1".into());
         }
         if self.max_attempts == 0 {
-            return reject("max_attempts", "must be at least 1".into());
+            reject("max_attempts", "must be at least 1".into());
         }
         for (setting, value) in [
             ("heartbeat_interval", self.heartbeat_interval),
@@ -147,11 +160,11 @@ impl LogRelayConfig {
             ("purge_interval", self.purge_interval),
         ] {
             if value.is_zero() {
-                return reject(setting, "must be longer than zero".into());
+                reject(setting, "must be longer than zero".into());
             }
         }
         if self.lease_ttl < Duration::from_secs(1) {
-            return reject(
+            reject(
                 "lease_ttl",
                 format!("{:?} is shorter than 1 s", self.lease_ttl),
             );
@@ -159,18 +172,18 @@ impl LogRelayConfig {
         if let Some(retention) = self.retention
             && retention < Duration::from_secs(60)
         {
-            return reject(
+            reject(
                 "retention",
                 format!("{retention:?} is shorter than a minute"),
             );
         }
         if self.purge_batch == 0 {
-            return reject("purge_batch", "must be at least 1".into());
+            reject("purge_batch", "must be at least 1".into());
         }
         if self.instance_id.is_empty() || self.instance_id.chars().count() > 255 {
-            return reject("instance_id", "must have 1 to 255 characters".into());
+            reject("instance_id", "must have 1 to 255 characters".into());
         }
-        Ok(())
+        problems
     }
 }
 
@@ -266,5 +279,17 @@ mod tests {
             "retention"
         );
         assert_eq!(rejected(|c| c.instance_id = String::new()), "instance_id");
+        let mut config = LogRelayConfig::for_slot("Orders");
+        config.batch_size = 0;
+        config.retention = Some(Duration::from_secs(5));
+        let settings: Vec<_> = config
+            .problems()
+            .into_iter()
+            .map(|problem| match problem {
+                LogRelayError::Config { setting, .. } => setting,
+                other => panic!("not a setting: {other:?}"),
+            })
+            .collect();
+        assert_eq!(settings, ["slot", "batch_size", "retention"]);
     }
 }
