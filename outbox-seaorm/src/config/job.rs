@@ -88,7 +88,7 @@ impl Job {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Outbox;
+    use crate::config::Outbox;
 
     #[test]
     fn builder_validates_jobs() {
