@@ -32,7 +32,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::IntegrationEvent;
+use crate::event::IntegrationEvent;
 use crate::name::{EventType, EventTypeError};
 use crate::payload::Payload;
 

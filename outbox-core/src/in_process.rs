@@ -55,7 +55,7 @@ use std::time::Duration;
 use tokio::sync::{Notify, broadcast};
 use uuid::Uuid;
 
-use crate::Envelope;
+use crate::envelope::Envelope;
 use crate::publish::{BatchOutcome, MessageOutcome, PublishError, Publisher, publish_in_order};
 
 /// Capacity of each subscriber's queue; a subscriber that falls further behind loses the

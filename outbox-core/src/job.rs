@@ -106,7 +106,8 @@ use tracing::Instrument as _;
 use crate::publish::{
     BatchOutcome, MessageOutcome, PublishError, PublishErrorKind, Publisher, publish_in_order,
 };
-use crate::{DecodeError, Envelope, IntegrationEvent};
+use crate::envelope::{DecodeError, Envelope};
+use crate::event::IntegrationEvent;
 
 /// Whether a failed job may succeed when run again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

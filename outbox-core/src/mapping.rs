@@ -126,7 +126,7 @@
 
 use std::error::Error as StdError;
 
-use crate::IntegrationEvent;
+use crate::event::IntegrationEvent;
 use crate::clock::Clock;
 use crate::envelope::{EncodeError, Envelope, EnvelopeConfig};
 
