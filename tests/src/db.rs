@@ -212,6 +212,13 @@ impl TestDb {
         Some(Self::server_at(Service::Postgres, Backend::Postgres, cluster.admin_url()).await)
     }
 
+    /// A fresh MariaDB database on the tests' server with its binary log on (see
+    /// [`crate::binlog_mariadb`]), for the binlog log relay.
+    pub async fn binlog_mariadb(test: &str) -> Option<Self> {
+        let server = crate::binlog_mariadb::BinlogMariaDb::shared(test).await?;
+        Some(Self::server_at(Service::MariaDb, Backend::MariaDb, server.admin_url()).await)
+    }
+
     /// A fresh database on the server of `admin_url`.
     pub async fn server_at(service: Service, backend: Backend, admin_url: String) -> Self {
         // UUIDv7: unique, and sortable by creation time when leftovers are inspected.

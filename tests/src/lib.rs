@@ -7,6 +7,7 @@
 //! set `OUTBOX_ALLOW_MISSING_SERVICES=1`; they then return early with a loud message on
 //! stderr. `OUTBOX_REQUIRE_SERVICES=1` (CI) makes them fail whatever else is set.
 
+pub mod binlog_mariadb;
 pub mod bookstore;
 pub mod db;
 pub mod log_capture;
