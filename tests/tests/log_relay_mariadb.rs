@@ -1,6 +1,8 @@
 //! The log relay on MariaDB's binary log (issue 34), against a private server with the
 //! binlog on (`outbox_tests::binlog_mariadb`).
 
+#![allow(clippy::unwrap_used)]
+
 use outbox_tests::binlog_mariadb::BinlogMariaDb;
 use outbox_tests::db::TestDb;
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
