@@ -103,11 +103,11 @@ use std::sync::Arc;
 use futures_util::FutureExt as _;
 use tracing::Instrument as _;
 
+use crate::envelope::{DecodeError, Envelope};
+use crate::event::IntegrationEvent;
 use crate::publish::{
     BatchOutcome, MessageOutcome, PublishError, PublishErrorKind, Publisher, publish_in_order,
 };
-use crate::envelope::{DecodeError, Envelope};
-use crate::event::IntegrationEvent;
 
 /// Whether a failed job may succeed when run again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

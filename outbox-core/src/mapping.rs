@@ -126,9 +126,9 @@
 
 use std::error::Error as StdError;
 
-use crate::event::IntegrationEvent;
 use crate::clock::Clock;
 use crate::envelope::{EncodeError, Envelope, EnvelopeConfig};
+use crate::event::IntegrationEvent;
 
 /// Maps domain events of type `E` to contracts. Runs before commit, on the business
 /// transaction: an error rolls the whole unit of work back.
