@@ -260,6 +260,17 @@ stream = {{ name = "SRVB_{id}", subjects = ["srvb{id}.parked"] }}
         "Publish this message again?"
     );
     browser.accept_alert().await.unwrap();
+    // The form's POST lands first (its redirect shows the row no longer dead): a refresh
+    // while it is in flight would cancel it, and the requeue with it (CI saw the row stay
+    // dead for 30 s).
+    let requeued = eventually(Duration::from_secs(30), || async {
+        match browser.find(Locator::Css("strong.status")).await {
+            Ok(status) => status.text().await.is_ok_and(|text| text != "dead"),
+            Err(_) => false,
+        }
+    })
+    .await;
+    assert!(requeued, "the requeue did not land: {}", service.log());
     let published = eventually(Duration::from_secs(30), || async {
         browser.refresh().await.unwrap();
         match browser.find(Locator::Css("strong.status")).await {
