@@ -71,6 +71,8 @@
 //! ([`LogRelayError::SlotInvalidated`]: its WAL passed `max_slot_wal_keep_size` and the
 //! events it held are gone from the log).
 
+#[cfg(feature = "log-relay-mariadb")]
+mod binlog;
 mod builder;
 pub mod config;
 mod error;

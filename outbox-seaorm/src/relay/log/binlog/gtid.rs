@@ -1,0 +1,338 @@
+//! MariaDB's global transaction ids: the position of the binlog log relay.
+//!
+//! A GTID is `domain-server-sequence` (`0-1-42`): the replication domain, the server that
+//! wrote the transaction, and the sequence number within the domain. A [`GtidPosition`]
+//! holds the last GTID of each domain — what `@slave_connect_state` takes to resume a dump
+//! (`0-1-42,1-2-7`) and what the relay stores, once the broker confirmed the transaction.
+//!
+//! MariaDB's GTID event (type 162) and GTID list event (163) are not parsed by the binlog
+//! client: [`GtidEvent::parse`] and [`parse_gtid_list`] read their bodies (little-endian,
+//! as the server writes them in `log_event.cc`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// One transaction's global id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Gtid {
+    /// The replication domain.
+    pub(crate) domain: u32,
+    /// The server that wrote it.
+    pub(crate) server: u32,
+    /// Its sequence number in the domain.
+    pub(crate) sequence: u64,
+}
+
+impl fmt::Display for Gtid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}-{}", self.domain, self.server, self.sequence)
+    }
+}
+
+/// Why a GTID, a position or an event body does not read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum GtidError {
+    /// Text that is not `domain-server-sequence`.
+    #[error("`{text}` is not a MariaDB GTID (domain-server-sequence, e.g. 0-1-42)")]
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// Two GTIDs of one domain in a position.
+    #[error("the position `{text}` names domain {domain} twice")]
+    DomainTwice {
+        /// The position's text.
+        text: String,
+        /// The domain.
+        domain: u32,
+    },
+    /// An event body shorter than its layout.
+    #[error("a {event} event of {length} bytes is shorter than its layout ({needed} bytes)")]
+    Truncated {
+        /// `GTID` or `GTID list`.
+        event: &'static str,
+        /// The body's length.
+        length: usize,
+        /// The bytes its layout needs.
+        needed: usize,
+    },
+}
+
+impl std::str::FromStr for Gtid {
+    type Err = GtidError;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let bad = || GtidError::Text {
+            text: text.to_owned(),
+        };
+        let mut parts = text.trim().split('-');
+        let (Some(domain), Some(server), Some(sequence), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad());
+        };
+        // `str::parse` takes a leading `+`; a GTID has digits only.
+        let digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+        if !(digits(domain) && digits(server) && digits(sequence)) {
+            return Err(bad());
+        }
+        Ok(Self {
+            domain: domain.parse().map_err(|_| bad())?,
+            server: server.parse().map_err(|_| bad())?,
+            sequence: sequence.parse().map_err(|_| bad())?,
+        })
+    }
+}
+
+/// The last GTID of each replication domain: where a dump resumes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct GtidPosition(BTreeMap<u32, Gtid>);
+
+impl GtidPosition {
+    /// Whether it names no domain (a dump from it starts at the oldest binlog).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The GTID of `domain`, if any.
+    pub(crate) fn get(&self, domain: u32) -> Option<Gtid> {
+        self.0.get(&domain).copied()
+    }
+
+    /// Moves `gtid`'s domain to it (a transaction of that domain was confirmed).
+    pub(crate) fn advance(&mut self, gtid: Gtid) {
+        self.0.insert(gtid.domain, gtid);
+    }
+
+    /// Its GTIDs, by domain.
+    pub(crate) fn gtids(&self) -> impl Iterator<Item = Gtid> + '_ {
+        self.0.values().copied()
+    }
+
+    /// Reads `D-S-N[,D-S-N…]` (empty: no domain), as `@@gtid_binlog_pos` shows it.
+    pub(crate) fn parse(text: &str) -> Result<Self, GtidError> {
+        let mut position = Self::default();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let gtid: Gtid = part.parse()?;
+            if position.0.insert(gtid.domain, gtid).is_some() {
+                return Err(GtidError::DomainTwice {
+                    text: text.to_owned(),
+                    domain: gtid.domain,
+                });
+            }
+        }
+        Ok(position)
+    }
+}
+
+impl fmt::Display for GtidPosition {
+    /// `D-S-N,D-S-N`, by domain: what `@slave_connect_state` takes.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, gtid) in self.0.values().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{gtid}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The GTID event's flag: a statement outside a transaction (DDL, a non-transactional
+/// table): no `XID` event ends its group, its one query does.
+pub(crate) const FL_STANDALONE: u8 = 0x01;
+
+/// The GTID event's flag: a group-commit id follows the flags.
+const FL_GROUP_COMMIT_ID: u8 = 0x02;
+
+/// A GTID event (type 162): the start of a transaction's event group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct GtidEvent {
+    /// The transaction's GTID.
+    pub(crate) gtid: Gtid,
+    /// Its flags (`FL_STANDALONE`, …).
+    pub(crate) flags: u8,
+}
+
+impl GtidEvent {
+    /// Reads the body (after the common header, without the checksum): sequence `u64`,
+    /// domain `u32`, flags `u8`, then a group-commit id `u64` when flagged; the server id is
+    /// the header's.
+    pub(crate) fn parse(server: u32, body: &[u8]) -> Result<Self, GtidError> {
+        let truncated = |needed| GtidError::Truncated {
+            event: "GTID",
+            length: body.len(),
+            needed,
+        };
+        let (Some(sequence), Some(domain), Some(&flags)) =
+            (body.get(0..8), body.get(8..12), body.get(12))
+        else {
+            return Err(truncated(13));
+        };
+        if flags & FL_GROUP_COMMIT_ID != 0 && body.len() < 21 {
+            return Err(truncated(21));
+        }
+        Ok(Self {
+            gtid: Gtid {
+                domain: u32::from_le_bytes(domain.try_into().map_err(|_| truncated(13))?),
+                server,
+                sequence: u64::from_le_bytes(sequence.try_into().map_err(|_| truncated(13))?),
+            },
+            flags,
+        })
+    }
+
+    /// Whether its group is one statement with no `XID` event (see [`FL_STANDALONE`]).
+    pub(crate) fn standalone(&self) -> bool {
+        self.flags & FL_STANDALONE != 0
+    }
+}
+
+/// Reads a GTID list event's body (type 163, at the start of every binlog file: the
+/// position up to that file): a count `u32` (its low 28 bits; the high 4 are flags), then
+/// per entry domain `u32`, server `u32`, sequence `u64`.
+pub(crate) fn parse_gtid_list(body: &[u8]) -> Result<GtidPosition, GtidError> {
+    let truncated = |needed| GtidError::Truncated {
+        event: "GTID list",
+        length: body.len(),
+        needed,
+    };
+    let Some(count) = body.get(0..4) else {
+        return Err(truncated(4));
+    };
+    let count = u32::from_le_bytes(count.try_into().map_err(|_| truncated(4))?) & 0x0fff_ffff;
+    let count = usize::try_from(count).map_err(|_| truncated(usize::MAX))?;
+    let needed = count.saturating_mul(16).saturating_add(4);
+    let Some(entries) = body.get(4..needed) else {
+        return Err(truncated(needed));
+    };
+    let mut position = GtidPosition::default();
+    for entry in entries.chunks_exact(16) {
+        let word = |range: std::ops::Range<usize>| {
+            entry
+                .get(range)
+                .and_then(|bytes| <[u8; 4]>::try_from(bytes).ok())
+                .map(u32::from_le_bytes)
+        };
+        let (Some(domain), Some(server), Some(sequence)) = (
+            word(0..4),
+            word(4..8),
+            entry
+                .get(8..16)
+                .and_then(|bytes| <[u8; 8]>::try_from(bytes).ok())
+                .map(u64::from_le_bytes),
+        ) else {
+            return Err(truncated(needed));
+        };
+        // The list keeps the last GTID of a domain per server; the newest sequence wins.
+        let gtid = Gtid {
+            domain,
+            server,
+            sequence,
+        };
+        if position
+            .get(domain)
+            .is_none_or(|old| old.sequence < sequence)
+        {
+            position.advance(gtid);
+        }
+    }
+    Ok(position)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gtid(domain: u32, server: u32, sequence: u64) -> Gtid {
+        Gtid {
+            domain,
+            server,
+            sequence,
+        }
+    }
+
+    #[test]
+    fn gtids_and_positions_read_and_print_as_mariadb_writes_them() {
+        assert_eq!("0-1-42".parse::<Gtid>(), Ok(gtid(0, 1, 42)));
+        assert_eq!(
+            gtid(3, 7, 18_446_744_073_709_551_615).to_string(),
+            "3-7-18446744073709551615"
+        );
+        for bad in [
+            "",
+            "0-1",
+            "0-1-2-3",
+            "a-1-2",
+            "0--2",
+            "+0-1-2",
+            "0-1-4294967296x",
+            "-1-2",
+        ] {
+            assert!(bad.parse::<Gtid>().is_err(), "{bad:?} read");
+        }
+        assert!(
+            "4294967296-1-2".parse::<Gtid>().is_err(),
+            "a domain is 32 bits"
+        );
+        let position = GtidPosition::parse("1-2-7, 0-1-42").unwrap();
+        assert_eq!(position.to_string(), "0-1-42,1-2-7", "by domain");
+        assert_eq!(position.get(1), Some(gtid(1, 2, 7)));
+        assert!(GtidPosition::parse("").unwrap().is_empty());
+        assert_eq!(
+            GtidPosition::parse("0-1-4,0-2-9"),
+            Err(GtidError::DomainTwice {
+                text: "0-1-4,0-2-9".into(),
+                domain: 0
+            })
+        );
+        let mut moved = position.clone();
+        moved.advance(gtid(0, 1, 43));
+        moved.advance(gtid(5, 1, 1));
+        assert_eq!(moved.to_string(), "0-1-43,1-2-7,5-1-1");
+    }
+
+    #[test]
+    fn a_gtid_event_body_reads_with_and_without_a_group_commit_id() {
+        let mut body = Vec::new();
+        body.extend_from_slice(&42u64.to_le_bytes());
+        body.extend_from_slice(&3u32.to_le_bytes());
+        body.push(0x0c); // transactional, allow parallel
+        let event = GtidEvent::parse(1, &body).unwrap();
+        assert_eq!(event.gtid, gtid(3, 1, 42));
+        assert!(!event.standalone());
+        body[12] = FL_STANDALONE | FL_GROUP_COMMIT_ID;
+        assert!(matches!(
+            GtidEvent::parse(1, &body),
+            Err(GtidError::Truncated { needed: 21, .. })
+        ));
+        body.extend_from_slice(&9u64.to_le_bytes());
+        let event = GtidEvent::parse(2, &body).unwrap();
+        assert!(event.standalone());
+        assert_eq!(event.gtid.server, 2);
+        assert!(matches!(
+            GtidEvent::parse(1, &body[..12]),
+            Err(GtidError::Truncated { needed: 13, .. })
+        ));
+    }
+
+    #[test]
+    fn a_gtid_list_body_reads_its_newest_gtid_per_domain() {
+        let mut body = Vec::new();
+        body.extend_from_slice(&(3u32 | 0x1000_0000).to_le_bytes()); // a flag in the high bits
+        for (domain, server, sequence) in [(0u32, 1u32, 40u64), (0, 2, 41), (1, 1, 5)] {
+            body.extend_from_slice(&domain.to_le_bytes());
+            body.extend_from_slice(&server.to_le_bytes());
+            body.extend_from_slice(&sequence.to_le_bytes());
+        }
+        let position = parse_gtid_list(&body).unwrap();
+        assert_eq!(position.to_string(), "0-2-41,1-1-5");
+        assert!(matches!(
+            parse_gtid_list(&body[..30]),
+            Err(GtidError::Truncated { needed: 52, .. })
+        ));
+        assert!(parse_gtid_list(&[0, 0, 0, 0]).unwrap().is_empty());
+        // A count far beyond the body is refused, not allocated.
+        assert!(parse_gtid_list(&[0xff, 0xff, 0xff, 0x0f]).is_err());
+    }
+}
