@@ -74,6 +74,7 @@
 #[cfg(feature = "log-relay-mariadb")]
 mod binlog;
 mod builder;
+mod change;
 pub mod config;
 mod error;
 mod publish;

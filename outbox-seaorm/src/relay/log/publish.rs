@@ -26,11 +26,11 @@ use sea_orm::DatabaseConnection;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
+use super::change::{Acknowledger, Change, Position};
 use super::config::{HEARTBEAT_PREFIX, LogRelayConfig};
 use super::error::LogRelayError;
 use super::report::LogRelayReport;
 use super::row::{self, UnreadableRow};
-use super::source::{Acknowledger, Change};
 use crate::record::log_dead_letter::{LogDeadLetter, LogDeadLetterStatus};
 use crate::sql::Store;
 use crate::sql::log::NewLogDeadLetter;
@@ -57,13 +57,22 @@ struct Received {
     unreadable: Vec<UnreadableRow>,
     /// Commit times of the transactions that ended in this batch.
     commits: Vec<DateTime<Utc>>,
-    /// The end of the last transaction that ended in this batch.
-    last_commit: Option<u64>,
+    /// The position of the transactions that ended in this batch (the last one's, or
+    /// per domain for MariaDB).
+    last_commit: Option<Position>,
     /// A heartbeat came by: time to look at the held aggregates.
     release_due: bool,
 }
 
 impl Received {
+    /// A transaction (or a message outside one) ended at `position`.
+    fn commit_at(&mut self, position: Position) {
+        match &mut self.last_commit {
+            Some(last) => last.advance(position),
+            None => self.last_commit = Some(position),
+        }
+    }
+
     fn clear(&mut self) {
         self.envelopes.clear();
         self.parked.clear();
@@ -148,11 +157,11 @@ impl<P: Publisher> Publishing<'_, P> {
                 metrics::histogram!(metric::LOG_COMMIT_TO_PUBLISH, self.labels.clone())
                     .record(seconds);
             }
-            if let Some(lsn) = received.last_commit {
+            if let Some(position) = &received.last_commit {
                 self.acknowledger
-                    .acknowledge(lsn, received.commits.last().copied());
+                    .acknowledge(position, received.commits.last().copied());
                 self.report.transactions += received.commits.len() as u64;
-                self.report.acknowledged_lsn = lsn;
+                self.report.acknowledge(position);
                 if changes.is_empty() {
                     self.idle.notify_one();
                 }
@@ -181,20 +190,20 @@ impl<P: Publisher> Publishing<'_, P> {
                 prefix,
                 content,
                 transactional,
-                lsn,
+                position,
             } if self.message_prefix.as_deref() == Some(&*prefix) => {
                 // A message outside a transaction is acknowledged at its own position.
                 if !transactional {
-                    received.last_commit = Some(lsn);
+                    received.commit_at(position);
                 }
                 row::message_envelope(&content, &self.envelope_config)
             }
             Change::Commit {
-                end_lsn,
+                position,
                 committed_at,
             } => {
                 received.commits.push(committed_at);
-                received.last_commit = Some(end_lsn);
+                received.commit_at(position);
                 return;
             }
             Change::Begin | Change::Insert { .. } | Change::Message { .. } | Change::Other => {

@@ -1,5 +1,7 @@
 //! [`LogRelayReport`]: what a log relay did.
 
+use super::change::Position;
+
 /// What a [`LogRelay`](super::LogRelay) did while it ran.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -26,7 +28,7 @@ pub struct LogRelayReport {
     /// Failed attempts retried after the backoff: the tables, the slot's lease or the
     /// stream failed.
     pub restarts: u64,
-    /// The last position acknowledged to the server (0: none).
+    /// The last position acknowledged to the server (PostgreSQL; 0: none).
     pub acknowledged_lsn: u64,
 }
 
@@ -43,5 +45,12 @@ impl LogRelayReport {
         self.heartbeats += other.heartbeats;
         self.restarts += other.restarts;
         self.acknowledged_lsn = self.acknowledged_lsn.max(other.acknowledged_lsn);
+    }
+
+    /// Notes the position of an acknowledgement.
+    pub(super) fn acknowledge(&mut self, position: &Position) {
+        match position {
+            Position::Lsn(lsn) => self.acknowledged_lsn = self.acknowledged_lsn.max(*lsn),
+        }
     }
 }

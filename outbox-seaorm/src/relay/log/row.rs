@@ -10,7 +10,7 @@ use outbox_core::envelope::EnvelopeParts;
 use outbox_core::{Envelope, EnvelopeConfig, Payload};
 use uuid::Uuid;
 
-use super::source::Row;
+use super::change::Row;
 use crate::table::OutboxColumns;
 
 /// A row whose envelope cannot be read, with what is known of it: dead-lettered, never

@@ -14,12 +14,13 @@ use sea_orm::{AccessMode, IsolationLevel, TransactionTrait as _};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
+use super::change::{Acknowledger, Change};
 use super::config::HEARTBEAT_PREFIX;
 use super::error::LogRelayError;
 use super::publish::Publishing;
 use super::report::LogRelayReport;
 use super::row::UnreadableRow;
-use super::source::{Acknowledger, Change, SourceError, SourceSettings, WalSource};
+use super::source::{SourceError, SourceSettings, WalSource};
 use super::{LogRelay, start};
 use crate::sql::log::{SlotLease, SlotRow};
 
@@ -326,9 +327,8 @@ impl<P: Publisher + 'static> LogRelay<P> {
                     continue;
                 }
             }
-            let lsn = acknowledger.acknowledged();
-            if lsn > 0 {
-                let text = format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF);
+            if let Some(position) = acknowledger.acknowledged() {
+                let text = position.text();
                 match self
                     .store
                     .record_log_acknowledged(&self.db, slot, me, &text)

@@ -1,68 +1,28 @@
-//! Where the log relay reads changes from: a thin seam over the logical replication client
-//! (`pg_walstream`, a fast-moving 0.x crate), so that nothing else of the relay names its
-//! types. [`Change`] is what the relay consumes; [`WalSource`] produces it from a
-//! replication connection; [`Acknowledger`] moves the slot's confirmed position.
+//! Where the log relay reads PostgreSQL's changes from: a thin seam over the logical
+//! replication client (`pg_walstream`, a fast-moving 0.x crate), so that nothing else of the
+//! relay names its types. [`WalSource`] produces the relay's [`Change`]s from a replication
+//! connection; its [`Acknowledger`] moves the slot's confirmed position.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use pg_walstream::{
     ChangeEvent, ColumnValue, EventType, LogicalReplicationStream, ReplicationError,
-    ReplicationSlotOptions, ReplicationStreamConfig, RetryConfig, RowData, SharedLsnFeedback,
-    StreamingMode,
+    ReplicationSlotOptions, ReplicationStreamConfig, RetryConfig, RowData, StreamingMode,
 };
 use tokio_util::sync::CancellationToken;
 
+use super::change::{Acknowledger, Change, Confirmed, Position, Row};
+
 /// A replicated row: column name → value in PostgreSQL's text format (`None`: SQL `NULL`).
 #[derive(Debug)]
-pub(crate) struct Row(Box<RowData>);
+pub(crate) struct WalRow(Box<RowData>);
 
-impl Row {
+impl WalRow {
     /// The text of column `name`: `None` when the column is missing or `NULL`.
     pub(crate) fn text(&self, name: &str) -> Option<&str> {
         self.0.get(name).and_then(ColumnValue::as_str)
     }
-}
-
-/// One change of the stream, in commit order.
-#[derive(Debug)]
-pub(crate) enum Change {
-    /// A transaction starts; its changes follow, then its [`Change::Commit`].
-    Begin,
-    /// A row inserted into a published table.
-    Insert {
-        /// The table's schema.
-        schema: Arc<str>,
-        /// The table's name.
-        table: Arc<str>,
-        /// The row.
-        row: Row,
-    },
-    /// A logical message (`pg_logical_emit_message`).
-    Message {
-        /// Whether it was written in a transaction (it then arrives between its
-        /// transaction's [`Change::Begin`] and [`Change::Commit`]).
-        transactional: bool,
-        /// The message's prefix.
-        prefix: Arc<str>,
-        /// Its body.
-        content: Vec<u8>,
-        /// Its position (the acknowledgement of a non-transactional message).
-        lsn: u64,
-    },
-    /// The transaction committed; acknowledging `end_lsn` confirms it and everything
-    /// before it.
-    Commit {
-        /// The position right after the commit record.
-        end_lsn: u64,
-        /// When the transaction committed.
-        committed_at: DateTime<Utc>,
-    },
-    /// Anything else the stream carries (relation and type descriptions, origins): the
-    /// relay does not act on it.
-    Other,
 }
 
 /// A failure of the replication connection, with the server's SQLSTATE when it sent one.
@@ -107,43 +67,6 @@ pub(crate) struct SourceSettings {
     pub(crate) connect_timeout: Duration,
     /// How often status updates go out while changes arrive.
     pub(crate) feedback_interval: Duration,
-}
-
-/// Moves the slot's confirmed position: shared between the relay's publishing side (which
-/// acknowledges) and the reading side (which reports it to the server); also remembers when
-/// the last acknowledged transaction committed (for the retention cleanup).
-#[derive(Debug, Clone)]
-pub(crate) struct Acknowledger {
-    feedback: Arc<SharedLsnFeedback>,
-    /// Commit time of the last acknowledged transaction, in microseconds since the epoch
-    /// (`i64::MIN`: none yet).
-    committed_at: Arc<AtomicI64>,
-}
-
-impl Acknowledger {
-    /// Confirms everything up to `lsn` (monotonic: a lower value is ignored), the end of a
-    /// transaction that committed at `committed_at`.
-    pub(crate) fn acknowledge(&self, lsn: u64, committed_at: Option<DateTime<Utc>>) {
-        self.feedback.update_flushed_lsn(lsn);
-        self.feedback.update_applied_lsn(lsn);
-        if let Some(at) = committed_at {
-            self.committed_at
-                .fetch_max(at.timestamp_micros(), Ordering::AcqRel);
-        }
-    }
-
-    /// The highest position acknowledged so far (0: none).
-    pub(crate) fn acknowledged(&self) -> u64 {
-        self.feedback.get_applied_lsn()
-    }
-
-    /// When the last acknowledged transaction committed.
-    pub(crate) fn acknowledged_commit(&self) -> Option<DateTime<Utc>> {
-        match self.committed_at.load(Ordering::Acquire) {
-            i64::MIN => None,
-            micros => DateTime::from_timestamp_micros(micros),
-        }
-    }
 }
 
 /// A logical replication stream of the `pgoutput` plugin, messages included.
@@ -225,10 +148,7 @@ impl WalSource {
 
     /// The acknowledger of this stream.
     pub(crate) fn acknowledger(&self) -> Acknowledger {
-        Acknowledger {
-            feedback: Arc::clone(&self.stream.shared_lsn_feedback),
-            committed_at: Arc::new(AtomicI64::new(i64::MIN)),
-        }
+        Acknowledger::new(Confirmed::Wal(Arc::clone(&self.stream.shared_lsn_feedback)))
     }
 
     /// The next change, or `None` once `wake` is cancelled (nothing is lost: the stream
@@ -267,7 +187,7 @@ fn change(event: ChangeEvent) -> Change {
         } => Change::Insert {
             schema,
             table,
-            row: Row(Box::new(data)),
+            row: Row::Wal(WalRow(Box::new(data))),
         },
         EventType::Message {
             flags,
@@ -278,14 +198,14 @@ fn change(event: ChangeEvent) -> Change {
             transactional: flags & 1 == 1,
             prefix,
             content: content.to_vec(),
-            lsn: message_lsn.0,
+            position: Position::Lsn(message_lsn.0),
         },
         EventType::Commit {
             end_lsn,
             commit_timestamp,
             ..
         } => Change::Commit {
-            end_lsn: end_lsn.0,
+            position: Position::Lsn(end_lsn.0),
             committed_at: commit_timestamp,
         },
         _ => Change::Other,

@@ -1,0 +1,165 @@
+//! What a log source hands the publishing side, whichever log it reads: [`Change`]s in
+//! commit order, a transaction's [`Position`] in the log, the streamed [`Row`], and the
+//! [`Acknowledger`] that moves the source's confirmed position once the broker confirmed.
+//! PostgreSQL's logical decoding ([`super::source`]) keeps its position in the slot;
+//! MariaDB's binlog (`super::binlog`) has none on the server, so the relay stores it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use chrono::{DateTime, Utc};
+
+/// A transaction's place in the log, as its source acknowledges it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Position {
+    /// PostgreSQL: the end of the commit record; acknowledging it confirms everything
+    /// before it.
+    Lsn(u64),
+}
+
+impl Position {
+    /// Takes in `later`, the position of a transaction that committed after this one.
+    pub(crate) fn advance(&mut self, later: Position) {
+        match (self, later) {
+            (Self::Lsn(lsn), Self::Lsn(later)) => *lsn = (*lsn).max(later),
+        }
+    }
+
+    /// As the slot's lease records it (`XX/XXXXXXXX` for an LSN).
+    pub(crate) fn text(&self) -> String {
+        match self {
+            Self::Lsn(lsn) => format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF),
+        }
+    }
+}
+
+/// A replicated row of the outbox table, read by column name.
+#[derive(Debug)]
+pub(crate) enum Row {
+    /// PostgreSQL's text format, as `pgoutput` sends it.
+    Wal(super::source::WalRow),
+}
+
+impl Row {
+    /// The text of column `name`: `None` when the column is missing or `NULL`.
+    pub(crate) fn text(&self, name: &str) -> Option<&str> {
+        match self {
+            Self::Wal(row) => row.text(name),
+        }
+    }
+}
+
+/// One change of the stream, in commit order.
+#[derive(Debug)]
+pub(crate) enum Change {
+    /// A transaction starts; its changes follow, then its [`Change::Commit`].
+    Begin,
+    /// A row inserted into a published table.
+    Insert {
+        /// The table's schema (MariaDB: its database).
+        schema: Arc<str>,
+        /// The table's name.
+        table: Arc<str>,
+        /// The row.
+        row: Row,
+    },
+    /// A logical message (`pg_logical_emit_message`; PostgreSQL only).
+    Message {
+        /// Whether it was written in a transaction (it then arrives between its
+        /// transaction's [`Change::Begin`] and [`Change::Commit`]).
+        transactional: bool,
+        /// The message's prefix.
+        prefix: Arc<str>,
+        /// Its body.
+        content: Vec<u8>,
+        /// Its position (the acknowledgement of a non-transactional message).
+        position: Position,
+    },
+    /// The transaction committed; acknowledging `position` confirms it and everything
+    /// before it.
+    Commit {
+        /// Its position.
+        position: Position,
+        /// When the transaction committed.
+        committed_at: DateTime<Utc>,
+    },
+    /// Anything else the stream carries (relation and type descriptions, origins,
+    /// heartbeats): the relay does not act on it.
+    Other,
+}
+
+/// Moves the source's confirmed position: shared between the publishing side (which
+/// acknowledges) and the reading side (which reports it to the server, or stores it);
+/// also remembers when the last acknowledged transaction committed (for the retention
+/// cleanup).
+#[derive(Debug, Clone)]
+pub(crate) struct Acknowledger {
+    position: Confirmed,
+    /// Commit time of the last acknowledged transaction, in microseconds since the epoch
+    /// (`i64::MIN`: none yet).
+    committed_at: Arc<AtomicI64>,
+}
+
+/// Where an acknowledged position goes.
+#[derive(Debug, Clone)]
+pub(crate) enum Confirmed {
+    /// PostgreSQL: the stream's status updates carry it to the slot.
+    Wal(Arc<pg_walstream::SharedLsnFeedback>),
+}
+
+impl Acknowledger {
+    /// An acknowledger that moves `position`.
+    pub(crate) fn new(position: Confirmed) -> Self {
+        Self {
+            position,
+            committed_at: Arc::new(AtomicI64::new(i64::MIN)),
+        }
+    }
+
+    /// Confirms everything up to `position` (monotonic: a lower one is ignored), the end of
+    /// a transaction that committed at `committed_at`.
+    pub(crate) fn acknowledge(&self, position: &Position, committed_at: Option<DateTime<Utc>>) {
+        match (&self.position, position) {
+            (Confirmed::Wal(feedback), Position::Lsn(lsn)) => {
+                feedback.update_flushed_lsn(*lsn);
+                feedback.update_applied_lsn(*lsn);
+            }
+        }
+        if let Some(at) = committed_at {
+            self.committed_at
+                .fetch_max(at.timestamp_micros(), Ordering::AcqRel);
+        }
+    }
+
+    /// The highest position acknowledged so far, if any.
+    pub(crate) fn acknowledged(&self) -> Option<Position> {
+        match &self.position {
+            Confirmed::Wal(feedback) => match feedback.get_applied_lsn() {
+                0 => None,
+                lsn => Some(Position::Lsn(lsn)),
+            },
+        }
+    }
+
+    /// When the last acknowledged transaction committed.
+    pub(crate) fn acknowledged_commit(&self) -> Option<DateTime<Utc>> {
+        match self.committed_at.load(Ordering::Acquire) {
+            i64::MIN => None,
+            micros => DateTime::from_timestamp_micros(micros),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_lsn_position_advances_and_prints_as_postgresql_does() {
+        let mut position = Position::Lsn(0x1_0000_00A0);
+        position.advance(Position::Lsn(0x50));
+        assert_eq!(position, Position::Lsn(0x1_0000_00A0), "never backwards");
+        position.advance(Position::Lsn(0x2_0000_0001));
+        assert_eq!(position.text(), "2/1");
+    }
+}
