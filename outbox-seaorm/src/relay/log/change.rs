@@ -9,12 +9,19 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use chrono::{DateTime, Utc};
 
+#[cfg(feature = "log-relay-mariadb")]
+use super::binlog::gtid::GtidPosition;
+
 /// A transaction's place in the log, as its source acknowledges it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Position {
     /// PostgreSQL: the end of the commit record; acknowledging it confirms everything
     /// before it.
     Lsn(u64),
+    /// MariaDB: the last transaction of each replication domain; acknowledging it
+    /// confirms, per domain, everything before it.
+    #[cfg(feature = "log-relay-mariadb")]
+    Gtid(GtidPosition),
 }
 
 impl Position {
@@ -22,13 +29,24 @@ impl Position {
     pub(crate) fn advance(&mut self, later: Position) {
         match (self, later) {
             (Self::Lsn(lsn), Self::Lsn(later)) => *lsn = (*lsn).max(later),
+            #[cfg(feature = "log-relay-mariadb")]
+            (Self::Gtid(position), Self::Gtid(later)) => {
+                for gtid in later.gtids() {
+                    position.advance(gtid);
+                }
+            }
+            // One source gives one kind of position: never mixed.
+            #[cfg(feature = "log-relay-mariadb")]
+            (Self::Lsn(_), Self::Gtid(_)) | (Self::Gtid(_), Self::Lsn(_)) => {}
         }
     }
 
-    /// As the slot's lease records it (`XX/XXXXXXXX` for an LSN).
+    /// As the slot's lease records it (`XX/XXXXXXXX` for an LSN, `D-S-N,…` for GTIDs).
     pub(crate) fn text(&self) -> String {
         match self {
             Self::Lsn(lsn) => format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF),
+            #[cfg(feature = "log-relay-mariadb")]
+            Self::Gtid(position) => position.to_string(),
         }
     }
 }
@@ -38,6 +56,9 @@ impl Position {
 pub(crate) enum Row {
     /// PostgreSQL's text format, as `pgoutput` sends it.
     Wal(super::source::WalRow),
+    /// MariaDB's binlog values, rendered as the same text.
+    #[cfg(feature = "log-relay-mariadb")]
+    Binlog(super::binlog::source::TextRow),
 }
 
 impl Row {
@@ -45,6 +66,8 @@ impl Row {
     pub(crate) fn text(&self, name: &str) -> Option<&str> {
         match self {
             Self::Wal(row) => row.text(name),
+            #[cfg(feature = "log-relay-mariadb")]
+            Self::Binlog(row) => row.text(name),
         }
     }
 }
@@ -105,6 +128,9 @@ pub(crate) struct Acknowledger {
 pub(crate) enum Confirmed {
     /// PostgreSQL: the stream's status updates carry it to the slot.
     Wal(Arc<pg_walstream::SharedLsnFeedback>),
+    /// MariaDB: the session stores it in the slot's row.
+    #[cfg(feature = "log-relay-mariadb")]
+    Binlog(Arc<std::sync::Mutex<GtidPosition>>),
 }
 
 impl Acknowledger {
@@ -124,6 +150,18 @@ impl Acknowledger {
                 feedback.update_flushed_lsn(*lsn);
                 feedback.update_applied_lsn(*lsn);
             }
+            #[cfg(feature = "log-relay-mariadb")]
+            (Confirmed::Binlog(confirmed), Position::Gtid(position)) => {
+                let mut confirmed = confirmed
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                for gtid in position.gtids() {
+                    confirmed.advance(gtid);
+                }
+            }
+            // One source gives one kind of position: never mixed.
+            #[cfg(feature = "log-relay-mariadb")]
+            (Confirmed::Wal(_), Position::Gtid(_)) | (Confirmed::Binlog(_), Position::Lsn(_)) => {}
         }
         if let Some(at) = committed_at {
             self.committed_at
@@ -138,6 +176,13 @@ impl Acknowledger {
                 0 => None,
                 lsn => Some(Position::Lsn(lsn)),
             },
+            #[cfg(feature = "log-relay-mariadb")]
+            Confirmed::Binlog(confirmed) => {
+                let confirmed = confirmed
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                (!confirmed.is_empty()).then(|| Position::Gtid(confirmed.clone()))
+            }
         }
     }
 
@@ -161,5 +206,23 @@ mod tests {
         assert_eq!(position, Position::Lsn(0x1_0000_00A0), "never backwards");
         position.advance(Position::Lsn(0x2_0000_0001));
         assert_eq!(position.text(), "2/1");
+    }
+
+    #[cfg(feature = "log-relay-mariadb")]
+    #[test]
+    fn a_gtid_position_advances_per_domain_and_is_acknowledged_so() {
+        let parse = |text: &str| Position::Gtid(GtidPosition::parse(text).unwrap());
+        let mut batch = parse("0-1-5");
+        batch.advance(parse("1-2-3"));
+        batch.advance(parse("0-1-6"));
+        assert_eq!(batch.text(), "0-1-6,1-2-3");
+        let acknowledger = Acknowledger::new(Confirmed::Binlog(Arc::default()));
+        assert_eq!(acknowledger.acknowledged(), None);
+        acknowledger.acknowledge(&parse("0-1-4,2-1-1"), None);
+        acknowledger.acknowledge(&batch, None);
+        assert_eq!(
+            acknowledger.acknowledged().map(|p| p.text()).as_deref(),
+            Some("0-1-6,1-2-3,2-1-1")
+        );
     }
 }

@@ -51,6 +51,8 @@ impl LogRelayReport {
     pub(super) fn acknowledge(&mut self, position: &Position) {
         match position {
             Position::Lsn(lsn) => self.acknowledged_lsn = self.acknowledged_lsn.max(*lsn),
+            #[cfg(feature = "log-relay-mariadb")]
+            Position::Gtid(_) => {}
         }
     }
 }

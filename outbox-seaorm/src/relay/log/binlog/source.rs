@@ -1,12 +1,14 @@
 //! Where the binlog log relay reads changes from: a thin seam over `mysql_async`'s binlog
 //! stream (the replication dump protocol), so that nothing else of the relay names its
 //! types. [`BinlogSource::connect`] resumes after a [`GtidPosition`] as a MariaDB replica
-//! does; [`BinlogSource::next`] turns the events into [`BinlogChange`]s, in commit order.
+//! does; [`BinlogSource::next`] turns the events into the relay's [`Change`]s, in commit
+//! order; its [`Acknowledger`] holds the confirmed position the session stores.
 //!
 //! MariaDB writes a transaction as `GTID` (type 162, parsed in [`super::gtid`]), its row
 //! events (a table map, then `WRITE_ROWS_EVENT_V1` per statement), then `XID`; a statement
 //! outside a transaction (DDL) as `GTID` with the standalone flag and one `QUERY` event.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -15,12 +17,11 @@ use mysql_async::binlog::events::{Event, EventData, RowsEventData};
 use mysql_async::prelude::Queryable as _;
 use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Opts, Value};
 
-use super::gtid::{Gtid, GtidEvent, GtidPosition, parse_gtid_list};
+use super::super::change::{Acknowledger, Change, Confirmed, Position, Row};
+use super::gtid::{GtidEvent, GtidPosition};
 
 /// MariaDB's GTID event: the start of a transaction's event group.
 const GTID_EVENT: u8 = 162;
-/// MariaDB's GTID list event: the position up to the start of a binlog file.
-const GTID_LIST_EVENT: u8 = 163;
 
 /// `ER_MASTER_FATAL_ERROR_READING_BINLOG`: the position asked for is not in the server's
 /// binlogs (purged, or a GTID the server never wrote).
@@ -93,42 +94,13 @@ impl TextRow {
     }
 }
 
-/// One change of the binlog, in commit order.
-#[derive(Debug)]
-pub(crate) enum BinlogChange {
-    /// A transaction starts; its rows follow, then its [`BinlogChange::Commit`].
-    Begin {
-        /// Its GTID.
-        gtid: Gtid,
-    },
-    /// A row inserted into the streamed table.
-    Insert {
-        /// The row.
-        row: TextRow,
-    },
-    /// The transaction committed: acknowledging `gtid` confirms it and every earlier one of
-    /// its domain.
-    Commit {
-        /// Its GTID.
-        gtid: Gtid,
-        /// When it committed (the event's timestamp, to the second).
-        committed_at: DateTime<Utc>,
-    },
-    /// A binlog file starts (rotation, or the start of the dump), at `position`.
-    FileStart {
-        /// The GTID position up to this file.
-        position: GtidPosition,
-    },
-    /// Anything else (other tables' rows, heartbeats, annotations): the relay does not act
-    /// on it.
-    Other,
-}
-
 /// A binlog dump from a MariaDB server.
 pub(crate) struct BinlogSource {
     stream: BinlogStream,
-    schema: String,
-    table: String,
+    schema: Arc<str>,
+    table: Arc<str>,
+    /// Where the dump started; moved by acknowledgements.
+    confirmed: Arc<Mutex<GtidPosition>>,
     /// The transaction being read: its GTID, and whether it ends with its one query.
     open: Option<GtidEvent>,
     /// Rows read from one rows event, handed out one by one.
@@ -179,17 +151,23 @@ impl BinlogSource {
             .await?;
         Ok(Self {
             stream,
-            schema: settings.schema.clone(),
-            table: settings.table.clone(),
+            schema: Arc::from(settings.schema.as_str()),
+            table: Arc::from(settings.table.as_str()),
+            confirmed: Arc::new(Mutex::new(from.clone())),
             open: None,
             pending: std::collections::VecDeque::new(),
         })
     }
 
+    /// The acknowledger of this dump: it starts at the position the dump resumed after.
+    pub(crate) fn acknowledger(&self) -> Acknowledger {
+        Acknowledger::new(Confirmed::Binlog(Arc::clone(&self.confirmed)))
+    }
+
     /// The next change; `None` when the server closed the stream.
-    pub(crate) async fn next(&mut self) -> Result<Option<BinlogChange>, BinlogError> {
+    pub(crate) async fn next(&mut self) -> Result<Option<Change>, BinlogError> {
         if let Some(row) = self.pending.pop_front() {
-            return Ok(Some(BinlogChange::Insert { row }));
+            return Ok(Some(self.insert(row)));
         }
         let Some(event) = self.stream.next().await else {
             return Ok(None);
@@ -198,21 +176,21 @@ impl BinlogSource {
         Ok(Some(change))
     }
 
-    fn change(&mut self, event: &Event) -> Result<BinlogChange, BinlogError> {
+    fn insert(&self, row: TextRow) -> Change {
+        Change::Insert {
+            schema: Arc::clone(&self.schema),
+            table: Arc::clone(&self.table),
+            row: Row::Binlog(row),
+        }
+    }
+
+    fn change(&mut self, event: &Event) -> Result<Change, BinlogError> {
         let header = event.header();
-        match header.event_type_raw() {
-            GTID_EVENT => {
-                let gtid = GtidEvent::parse(header.server_id(), event.data())
-                    .map_err(|error| BinlogError::protocol(error.to_string()))?;
-                self.open = Some(gtid);
-                return Ok(BinlogChange::Begin { gtid: gtid.gtid });
-            }
-            GTID_LIST_EVENT => {
-                let position = parse_gtid_list(event.data())
-                    .map_err(|error| BinlogError::protocol(error.to_string()))?;
-                return Ok(BinlogChange::FileStart { position });
-            }
-            _ => {}
+        if header.event_type_raw() == GTID_EVENT {
+            let gtid = GtidEvent::parse(header.server_id(), event.data())
+                .map_err(|error| BinlogError::protocol(error.to_string()))?;
+            self.open = Some(gtid);
+            return Ok(Change::Begin);
         }
         let committed_at =
             || DateTime::from_timestamp(i64::from(header.timestamp()), 0).unwrap_or_default();
@@ -225,26 +203,31 @@ impl BinlogSource {
                 Ok(self.commit(committed_at()))
             }
             Some(EventData::RowsEvent(rows)) => self.rows(&rows),
-            _ => Ok(BinlogChange::Other),
+            // Rotations, the GTID list at the start of a file, heartbeats, annotations.
+            _ => Ok(Change::Other),
         }
     }
 
-    fn commit(&mut self, committed_at: DateTime<Utc>) -> BinlogChange {
+    fn commit(&mut self, committed_at: DateTime<Utc>) -> Change {
         match self.open.take() {
-            Some(open) => BinlogChange::Commit {
-                gtid: open.gtid,
-                committed_at,
-            },
+            Some(open) => {
+                let mut position = GtidPosition::default();
+                position.advance(open.gtid);
+                Change::Commit {
+                    position: Position::Gtid(position),
+                    committed_at,
+                }
+            }
             // A dump starts at a transaction's GTID event; an XID without one is not ours.
-            None => BinlogChange::Other,
+            None => Change::Other,
         }
     }
 
     /// The inserted rows of the streamed table in `rows` (the first returned, the others
-    /// queued); [`BinlogChange::Other`] for other tables, updates and deletes.
-    fn rows(&mut self, rows: &RowsEventData<'_>) -> Result<BinlogChange, BinlogError> {
+    /// queued); [`Change::Other`] for other tables, updates and deletes.
+    fn rows(&mut self, rows: &RowsEventData<'_>) -> Result<Change, BinlogError> {
         let (RowsEventData::WriteRowsEventV1(_) | RowsEventData::WriteRowsEvent(_)) = rows else {
-            return Ok(BinlogChange::Other);
+            return Ok(Change::Other);
         };
         let Some(tme) = self.stream.get_tme(rows.table_id()) else {
             return Err(BinlogError::protocol(format!(
@@ -252,8 +235,8 @@ impl BinlogSource {
                 rows.table_id()
             )));
         };
-        if tme.database_name() != self.schema.as_str() || tme.table_name() != self.table.as_str() {
-            return Ok(BinlogChange::Other);
+        if tme.database_name() != *self.schema || tme.table_name() != *self.table {
+            return Ok(Change::Other);
         }
         for row in rows.rows(tme) {
             let (_, after) = row.map_err(|error| {
@@ -270,8 +253,8 @@ impl BinlogSource {
             self.pending.push_back(TextRow(row));
         }
         Ok(match self.pending.pop_front() {
-            Some(row) => BinlogChange::Insert { row },
-            None => BinlogChange::Other,
+            Some(row) => self.insert(row),
+            None => Change::Other,
         })
     }
 }
