@@ -17,7 +17,7 @@
 //!
 //! [`TestDb::binlog_mariadb`]: crate::db::TestDb::binlog_mariadb
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -67,13 +67,6 @@ pub fn binaries() -> Option<(PathBuf, PathBuf)> {
         find(&dirs, "mariadb-install-db")?,
         find(&dirs, "mariadbd").or_else(|| find(&dirs, "mysqld"))?,
     ))
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .unwrap_or_else(|error| panic!("no free loopback port: {error}"))
 }
 
 impl BinlogMariaDb {
@@ -134,7 +127,7 @@ impl BinlogMariaDb {
         );
         let mut server = BinlogMariaDb {
             child: None,
-            port: free_port(),
+            port: crate::free_port(),
             dir,
             install_db,
             server,
@@ -229,8 +222,8 @@ fi
             .is_ok_and(|status| status.success())
     }
 
-    /// Stops the server (a clean shutdown, as `SIGTERM` does) and waits until it is gone.
-    pub async fn stop(&mut self) {
+    /// Asks the server for a clean shutdown (`SIGTERM`).
+    fn terminate(&self) {
         if let Some(pid) = std::fs::read_to_string(self.pid_file())
             .ok()
             .map(|text| text.trim().to_owned())
@@ -241,6 +234,11 @@ fi
                 .stderr(Stdio::null())
                 .status();
         }
+    }
+
+    /// Stops the server (a clean shutdown, as `SIGTERM` does) and waits until it is gone.
+    pub async fn stop(&mut self) {
+        self.terminate();
         let started = Instant::now();
         while self.pid_file().exists() && started.elapsed() < STARTUP {
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -284,16 +282,7 @@ fn client(install_db: &Path) -> Command {
 
 impl Drop for BinlogMariaDb {
     fn drop(&mut self) {
-        if let Some(pid) = std::fs::read_to_string(self.pid_file())
-            .ok()
-            .map(|text| text.trim().to_owned())
-        {
-            let _ = Command::new("kill")
-                .args(["-TERM", &pid])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        }
+        self.terminate();
         if let Some(mut child) = self.child.take() {
             let _ = child.wait();
         }

@@ -96,6 +96,15 @@ impl Service {
     }
 }
 
+/// A loopback port free right now, for a server a test starts (PostgreSQL with logical
+/// decoding, MariaDB with its binlog, tansu).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .unwrap_or_else(|error| panic!("no free loopback port: {error}"))
+}
+
 fn flag(name: &str) -> bool {
     std::env::var(name).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
 }

@@ -15,7 +15,7 @@
 //!
 //! [`TestDb::logical_postgres`]: crate::db::TestDb::logical_postgres
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -67,13 +67,6 @@ pub fn bindir() -> Option<PathBuf> {
         versions.sort();
         versions.pop().map(|(_, bin)| bin)
     })
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .unwrap_or_else(|error| panic!("no free loopback port: {error}"))
 }
 
 fn running_as_root() -> bool {
@@ -158,7 +151,7 @@ impl LogicalPostgres {
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
-        let port = free_port();
+        let port = crate::free_port();
         let mut options = vec![
             "-c wal_level=logical".to_owned(),
             format!("-c port={port}"),

@@ -21,7 +21,7 @@
 //! # }
 //! ```
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -88,13 +88,6 @@ fn binary_or_skip(test: &str) -> Option<PathBuf> {
     None
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .unwrap_or_else(|error| panic!("no free loopback port: {error}"))
-}
-
 impl Tansu {
     /// The broker shared by the tests of this binary, started on first use; `None` (after a
     /// loud message) when tansu is not installed and services are not required.
@@ -102,7 +95,7 @@ impl Tansu {
         let binary = binary_or_skip(test)?;
         SHARED
             .get_or_init(|| async {
-                let port = free_port();
+                let port = crate::free_port();
                 let addr = SocketAddr::from(([127, 0, 0, 1], port));
                 Some(Self::spawn(binary, addr, addr, None).await)
             })
@@ -115,7 +108,7 @@ impl Tansu {
     /// services are not required.
     pub async fn behind_proxy(test: &str) -> Option<Tansu> {
         let binary = binary_or_skip(test)?;
-        let listen = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let listen = SocketAddr::from(([127, 0, 0, 1], crate::free_port()));
         let proxy = Proxy::start(&listen.to_string())
             .await
             .unwrap_or_else(|error| panic!("cannot start the proxy: {error}"));

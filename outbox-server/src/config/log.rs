@@ -9,7 +9,7 @@ use super::file::{FileLog, FileRelay};
 use super::problem::Problems;
 use super::value::positive_duration;
 
-/// Checks `[relay.log]` at `path` (`relay[i].log`) and builds the log relay's
+/// Checks `[relay.log]` of the `[[relay]]` at `path` (`relay[i]`) and builds the log relay's
 /// configuration: the library's defaults where the file is silent, the shared `[[relay]]`
 /// settings the file gives explicitly (taken from `relay`, which checked them), and the
 /// relay's instance id. The replication connection's URL is not in it: it is the relay's
@@ -22,9 +22,10 @@ pub(crate) fn check_log(
     problems: &mut Problems,
 ) -> Option<LogRelayConfig> {
     let before = problems.len();
+    let log_path = format!("{path}.log");
     let Some(slot) = &log.slot else {
         problems.add(
-            format!("{path}.slot"),
+            format!("{log_path}.slot"),
             "missing: the replication slot the relay streams from",
         );
         return None;
@@ -33,17 +34,23 @@ pub(crate) fn check_log(
     if let Some(publication) = &log.publication {
         config.publication = publication.clone();
     }
-    if let Some(text) = &log.heartbeat_interval
-        && let Some(interval) =
-            positive_duration(problems, &format!("{path}.heartbeat_interval"), text)
-    {
-        config.heartbeat_interval = interval;
-    }
-    if let Some(text) = &log.feedback_interval
-        && let Some(interval) =
-            positive_duration(problems, &format!("{path}.feedback_interval"), text)
-    {
-        config.feedback_interval = interval;
+    for (name, text, target) in [
+        (
+            "heartbeat_interval",
+            &log.heartbeat_interval,
+            &mut config.heartbeat_interval,
+        ),
+        (
+            "feedback_interval",
+            &log.feedback_interval,
+            &mut config.feedback_interval,
+        ),
+    ] {
+        if let Some(text) = text
+            && let Some(interval) = positive_duration(problems, &format!("{log_path}.{name}"), text)
+        {
+            *target = interval;
+        }
     }
     // The shared settings the file gives; the others keep the log relay's own defaults
     // (e.g. its 10 s lease TTL, not the polling relay's). When they did not check, the
@@ -69,14 +76,13 @@ pub(crate) fn check_log(
         }
         config.instance_id.clone_from(&relay.instance_id);
     }
-    let relay_path = path.strip_suffix(".log").unwrap_or(path);
     for problem in config.problems() {
         if let LogRelayError::Config { setting, reason } = problem {
             let at = match setting {
                 "slot" | "publication" | "heartbeat_interval" | "feedback_interval" => {
-                    format!("{path}.{setting}")
+                    format!("{log_path}.{setting}")
                 }
-                _ => format!("{relay_path}.{setting}"),
+                _ => format!("{path}.{setting}"),
             };
             problems.add(at, reason);
         }

@@ -166,7 +166,7 @@ fn check(
                     );
                 }
             }
-            check_log(log, file, relay.as_ref(), &key("log"), problems)
+            check_log(log, file, relay.as_ref(), path, problems)
                 .map(|config| RelayMethod::Log(Box::new(config)))
         }
         (Some(true), None) => {

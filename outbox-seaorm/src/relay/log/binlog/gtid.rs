@@ -5,9 +5,9 @@
 //! holds the last GTID of each domain — what `@slave_connect_state` takes to resume a dump
 //! (`0-1-42,1-2-7`) and what the relay stores, once the broker confirmed the transaction.
 //!
-//! MariaDB's GTID event (type 162) and GTID list event (163) are not parsed by the binlog
-//! client: [`GtidEvent::parse`] and [`parse_gtid_list`] read their bodies (little-endian,
-//! as the server writes them in `log_event.cc`).
+//! MariaDB's GTID event (type 162) is not parsed by the binlog client:
+//! [`GtidEvent::parse`] reads its body (little-endian, as the server writes it in
+//! `log_event.cc`).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -92,11 +92,6 @@ impl GtidPosition {
     /// Whether it names no domain (a dump from it starts at the oldest binlog).
     pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
-    }
-
-    /// The GTID of `domain`, if any.
-    pub(crate) fn get(&self, domain: u32) -> Option<Gtid> {
-        self.0.get(&domain).copied()
     }
 
     /// Moves `gtid`'s domain to it (a transaction of that domain was confirmed).
@@ -188,58 +183,6 @@ impl GtidEvent {
     }
 }
 
-/// Reads a GTID list event's body (type 163, at the start of every binlog file: the
-/// position up to that file): a count `u32` (its low 28 bits; the high 4 are flags), then
-/// per entry domain `u32`, server `u32`, sequence `u64`.
-pub(crate) fn parse_gtid_list(body: &[u8]) -> Result<GtidPosition, GtidError> {
-    let truncated = |needed| GtidError::Truncated {
-        event: "GTID list",
-        length: body.len(),
-        needed,
-    };
-    let Some(count) = body.get(0..4) else {
-        return Err(truncated(4));
-    };
-    let count = u32::from_le_bytes(count.try_into().map_err(|_| truncated(4))?) & 0x0fff_ffff;
-    let count = usize::try_from(count).map_err(|_| truncated(usize::MAX))?;
-    let needed = count.saturating_mul(16).saturating_add(4);
-    let Some(entries) = body.get(4..needed) else {
-        return Err(truncated(needed));
-    };
-    let mut position = GtidPosition::default();
-    for entry in entries.chunks_exact(16) {
-        let word = |range: std::ops::Range<usize>| {
-            entry
-                .get(range)
-                .and_then(|bytes| <[u8; 4]>::try_from(bytes).ok())
-                .map(u32::from_le_bytes)
-        };
-        let (Some(domain), Some(server), Some(sequence)) = (
-            word(0..4),
-            word(4..8),
-            entry
-                .get(8..16)
-                .and_then(|bytes| <[u8; 8]>::try_from(bytes).ok())
-                .map(u64::from_le_bytes),
-        ) else {
-            return Err(truncated(needed));
-        };
-        // The list keeps the last GTID of a domain per server; the newest sequence wins.
-        let gtid = Gtid {
-            domain,
-            server,
-            sequence,
-        };
-        if position
-            .get(domain)
-            .is_none_or(|old| old.sequence < sequence)
-        {
-            position.advance(gtid);
-        }
-    }
-    Ok(position)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,7 +220,7 @@ mod tests {
         );
         let position = GtidPosition::parse("1-2-7, 0-1-42").unwrap();
         assert_eq!(position.to_string(), "0-1-42,1-2-7", "by domain");
-        assert_eq!(position.get(1), Some(gtid(1, 2, 7)));
+        assert_eq!(position.gtids().last(), Some(gtid(1, 2, 7)));
         assert!(GtidPosition::parse("").unwrap().is_empty());
         assert_eq!(
             GtidPosition::parse("0-1-4,0-2-9"),
@@ -314,25 +257,5 @@ mod tests {
             GtidEvent::parse(1, &body[..12]),
             Err(GtidError::Truncated { needed: 13, .. })
         ));
-    }
-
-    #[test]
-    fn a_gtid_list_body_reads_its_newest_gtid_per_domain() {
-        let mut body = Vec::new();
-        body.extend_from_slice(&(3u32 | 0x1000_0000).to_le_bytes()); // a flag in the high bits
-        for (domain, server, sequence) in [(0u32, 1u32, 40u64), (0, 2, 41), (1, 1, 5)] {
-            body.extend_from_slice(&domain.to_le_bytes());
-            body.extend_from_slice(&server.to_le_bytes());
-            body.extend_from_slice(&sequence.to_le_bytes());
-        }
-        let position = parse_gtid_list(&body).unwrap();
-        assert_eq!(position.to_string(), "0-2-41,1-1-5");
-        assert!(matches!(
-            parse_gtid_list(&body[..30]),
-            Err(GtidError::Truncated { needed: 52, .. })
-        ));
-        assert!(parse_gtid_list(&[0, 0, 0, 0]).unwrap().is_empty());
-        // A count far beyond the body is refused, not allocated.
-        assert!(parse_gtid_list(&[0xff, 0xff, 0xff, 0x0f]).is_err());
     }
 }
