@@ -31,6 +31,7 @@
 //!     "m20261201_000001_create_inbox_dead_letters__ordering_inbox",
 //!     "m20261204_000001_create_consumer_leases__ordering_inbox",
 //!     "m20261205_000001_create_log_relay_tables__ordering_outbox",
+//!     "m20261206_000001_create_log_relay_tables_mariadb__ordering_outbox",
 //! ]);
 //! ```
 //!
@@ -272,16 +273,19 @@ impl MigrationTrait for CreateConsumerLeases {
     }
 }
 
-/// Creates the log relay's slot and dead-letter tables (PostgreSQL; nothing elsewhere), see
-/// the `log` module of [`crate::relay`].
+/// Creates the log relay's slot and dead-letter tables on one backend (nothing on the
+/// others), see the `log` module of [`crate::relay`]: two migrations, because the
+/// PostgreSQL one shipped before the log relay read MariaDB, and a MariaDB database that
+/// already applied it (as a no-op) gets its tables from the second.
 #[derive(Debug, Clone)]
 pub struct CreateLogRelayTables {
     outbox: Outbox,
+    backend: sea_orm::DbBackend,
     name: String,
 }
 
 impl CreateLogRelayTables {
-    /// The migration for `outbox`'s log relay tables, named
+    /// The PostgreSQL migration for `outbox`'s log relay tables, named
     /// `m20261205_000001_create_log_relay_tables__<outbox table>`.
     pub fn new(outbox: &Outbox) -> Self {
         Self {
@@ -289,6 +293,20 @@ impl CreateLogRelayTables {
                 "m20261205_000001_create_log_relay_tables__{}",
                 outbox.outbox_table()
             ),
+            backend: sea_orm::DbBackend::Postgres,
+            outbox: outbox.clone(),
+        }
+    }
+
+    /// The MariaDB migration for `outbox`'s log relay tables, named
+    /// `m20261206_000001_create_log_relay_tables_mariadb__<outbox table>`.
+    pub fn mariadb(outbox: &Outbox) -> Self {
+        Self {
+            name: format!(
+                "m20261206_000001_create_log_relay_tables_mariadb__{}",
+                outbox.outbox_table()
+            ),
+            backend: sea_orm::DbBackend::MySql,
             outbox: outbox.clone(),
         }
     }
@@ -303,6 +321,9 @@ impl MigrationName for CreateLogRelayTables {
 #[async_trait::async_trait]
 impl MigrationTrait for CreateLogRelayTables {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        if manager.get_database_backend() != self.backend {
+            return Ok(());
+        }
         let statements = schema::statements(
             manager.get_database_backend(),
             &self.outbox,
@@ -313,7 +334,7 @@ impl MigrationTrait for CreateLogRelayTables {
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
         let backend = manager.get_database_backend();
-        if backend != sea_orm::DbBackend::Postgres {
+        if backend != self.backend {
             return Ok(());
         }
         let tables = &self.outbox.tables().relay;
@@ -335,5 +356,6 @@ pub fn migrations(outbox: &Outbox) -> Vec<Box<dyn MigrationTrait>> {
         Box::new(CreateInboxDeadLetters::new(outbox)),
         Box::new(CreateConsumerLeases::new(outbox)),
         Box::new(CreateLogRelayTables::new(outbox)),
+        Box::new(CreateLogRelayTables::mariadb(outbox)),
     ]
 }

@@ -19,6 +19,7 @@
 //! |---|---|
 //! | `postgres`, `mysql`, `sqlite` | the databases (one SQLx driver each; none by default) |
 //! | `log-relay` | [`relay::log`]: publishing from PostgreSQL's write-ahead log |
+//! | `log-relay-mariadb` | the same [`relay::log`] on MariaDB's binary log (GTID positions) |
 //! | `migration` | `migration`: the tables as `sea-orm-migration` migrations |
 //! | `nats`, `rabbitmq`, `kafka`, `redis` | `brokers`: publishers and consumer runners |
 //! | `cli` | `cli`: the embeddable `outbox` operations and `schemas` command lines |

@@ -3,9 +3,188 @@
 
 #![allow(clippy::unwrap_used)]
 
+use std::time::Duration;
+
+use outbox_core::in_process::InProcessBroker;
+use outbox_core::{Envelope, Raise};
+use outbox_seaorm::Outbox;
+use outbox_seaorm::ops::Operations;
+use outbox_seaorm::record::OutboxRecord;
+use outbox_seaorm::relay::log::{LogRelay, LogRelayBuilder, LogRelayError, LogRelayReport};
+use outbox_seaorm::schema;
 use outbox_tests::binlog_mariadb::BinlogMariaDb;
-use outbox_tests::db::TestDb;
-use sea_orm::{ConnectionTrait, DbBackend, Statement};
+use outbox_tests::bookstore::{OrderNotedV2, OrderingContracts, OrderingEvent};
+use outbox_tests::db::{Backend, TestDb};
+use sea_orm::{ConnectionTrait, DbBackend, Statement, TransactionTrait as _};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A fresh database with the outbox installed, on the shared binlog server.
+async fn binlog_db(test: &str) -> Option<(TestDb, Outbox)> {
+    logs();
+    let db = TestDb::binlog_mariadb(test).await?;
+    let outbox = Outbox::default();
+    schema::install(db.conn(), &outbox).await.expect("install");
+    Some((db, outbox))
+}
+
+/// The relay's logs on the test's output when `RUST_LOG` asks for them.
+fn logs() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .try_init();
+    }
+}
+
+/// A fresh database with the outbox installed on `server`.
+async fn db_on(server: &BinlogMariaDb) -> (TestDb, Outbox) {
+    logs();
+    let db = TestDb::server_at(
+        outbox_tests::Service::MariaDb,
+        Backend::MariaDb,
+        server.admin_url(),
+    )
+    .await;
+    let outbox = Outbox::default();
+    schema::install(db.conn(), &outbox).await.expect("install");
+    (db, outbox)
+}
+
+/// A slot name of the test's own (its replica server id derives from it).
+fn slot_name() -> String {
+    format!("t_{}", Uuid::now_v7().simple())
+}
+
+fn log_relay(
+    db: &TestDb,
+    outbox: &Outbox,
+    broker: &InProcessBroker,
+    slot: &str,
+) -> LogRelayBuilder<InProcessBroker> {
+    LogRelay::builder(db.conn().clone(), outbox.clone(), broker.clone())
+        .slot(slot)
+        .connection_url(db.url())
+        .heartbeat_interval(Duration::from_millis(200))
+        .feedback_interval(Duration::from_millis(50))
+}
+
+struct Running {
+    shutdown: CancellationToken,
+    task: JoinHandle<Result<LogRelayReport, LogRelayError>>,
+}
+
+impl Running {
+    fn start(relay: LogRelay<InProcessBroker>) -> Self {
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(relay.run(shutdown.clone()));
+        Self { shutdown, task }
+    }
+
+    async fn stop(self) -> LogRelayReport {
+        self.shutdown.cancel();
+        tokio::time::timeout(WAIT, self.task)
+            .await
+            .expect("the log relay stopped")
+            .expect("the log relay did not panic")
+            .expect("the log relay ran without a fatal error")
+    }
+
+    /// A crash: the task is aborted, its connections dropped, no final position stored.
+    async fn crash(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+
+    /// The fatal error it stops with on its own.
+    async fn error(self) -> LogRelayError {
+        tokio::time::timeout(WAIT, self.task)
+            .await
+            .expect("the log relay stopped on its own")
+            .expect("the log relay did not panic")
+            .expect_err("the log relay stopped with an error")
+    }
+}
+
+/// Polls `condition` every 50 ms until it holds; fails with `what` after [`WAIT`].
+async fn eventually(what: &str, mut condition: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !condition().await {
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// One value of a query's first row and column, as text.
+async fn scalar(db: &TestDb, sql: &str) -> Option<String> {
+    let row = db
+        .conn()
+        .query_one_raw(Statement::from_string(DbBackend::MySql, sql.to_owned()))
+        .await
+        .unwrap()?;
+    row.try_get_by_index::<Option<String>>(0)
+        .or_else(|_| {
+            row.try_get_by_index::<Option<i64>>(0)
+                .map(|n| n.map(|n| n.to_string()))
+        })
+        .unwrap()
+}
+
+/// Waits until the slot's first start finished its backfill (from then on the relay streams
+/// from the snapshot's position).
+async fn wait_for_backfill(db: &TestDb, slot: &str) {
+    let query = format!(
+        "SELECT CAST(backfilled_at IS NOT NULL AS SIGNED) FROM outbox_log_slots WHERE slot = '{slot}'"
+    );
+    eventually(&format!("slot {slot} was never backfilled"), async || {
+        scalar(db, &query).await.as_deref() == Some("1")
+    })
+    .await;
+}
+
+/// The stored position of `slot`.
+async fn stored_position(db: &TestDb, slot: &str) -> Option<String> {
+    scalar(
+        db,
+        &format!("SELECT acknowledged_lsn FROM outbox_log_slots WHERE slot = '{slot}'"),
+    )
+    .await
+}
+
+async fn note(db: &TestDb, outbox: &Outbox, order: &str, from: u32, count: u32) -> Vec<Uuid> {
+    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+    for n in from..from + count {
+        uow.raise(OrderingEvent::Noted {
+            order_id: order.to_owned(),
+            n,
+        });
+    }
+    uow.commit().await.unwrap().message_ids
+}
+
+fn notes(envelopes: &[Envelope]) -> Vec<(String, u32)> {
+    envelopes
+        .iter()
+        .map(|envelope| {
+            (
+                envelope.aggregate_id.clone(),
+                envelope.decode::<OrderNotedV2>().unwrap().n,
+            )
+        })
+        .collect()
+}
+
+async fn wait_for(broker: &InProcessBroker, count: usize) {
+    assert!(
+        broker.wait_for_published(count, WAIT).await,
+        "expected {count} messages, the broker has {}: {:?}",
+        broker.len(),
+        notes(&broker.published())
+    );
+}
 
 /// The value of a server variable.
 async fn variable(db: &TestDb, name: &str) -> String {
@@ -67,4 +246,347 @@ async fn the_test_server_writes_a_row_image_binlog_and_restarts() {
         .unwrap();
     assert_eq!(count, 1, "{}", server.log());
     restarted.close().await;
+}
+
+/// Rows pending at the first start are published first (the backfill), each once; then the
+/// binlog streams in commit order: a transaction that inserted first and committed second
+/// is published second, whatever `seq` says. The published envelopes are the stored ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_rows_are_backfilled_then_the_binlog_streams_in_commit_order() {
+    let Some((db, outbox)) =
+        binlog_db("pending_rows_are_backfilled_then_the_binlog_streams_in_commit_order").await
+    else {
+        return;
+    };
+    let pending = note(&db, &outbox, "pending", 0, 3).await;
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    wait_for(&broker, 3).await;
+    wait_for_backfill(&db, &slot).await;
+    assert_eq!(broker.message_ids(), pending, "backfilled in seq order");
+
+    // Inserted first (the lower `seq`), committed last.
+    let late = db.conn().begin().await.unwrap();
+    let uow = outbox.begin(&late, &OrderingContracts).await.unwrap();
+    uow.raise(OrderingEvent::Noted {
+        order_id: "late".into(),
+        n: 0,
+    });
+    uow.commit().await.unwrap();
+    note(&db, &outbox, "early", 0, 2).await;
+    wait_for(&broker, 5).await;
+    late.commit().await.unwrap();
+    wait_for(&broker, 6).await;
+    assert_eq!(
+        notes(&broker.published()[3..]),
+        [("early".into(), 0), ("early".into(), 1), ("late".into(), 0)]
+    );
+    let mut stored: Vec<OutboxRecord> = OutboxRecord::list(db.conn(), &outbox, 10).await.unwrap();
+    stored.sort_by_key(|record| record.seq);
+    assert_eq!(
+        stored[3].envelope.aggregate_id, "late",
+        "the late row has the lower seq"
+    );
+    let mut published = broker.published();
+    published.sort_by_key(|envelope| envelope.message_id);
+    let mut expected: Vec<Envelope> = stored.into_iter().map(|record| record.envelope).collect();
+    expected.sort_by_key(|envelope| envelope.message_id);
+    assert_eq!(published, expected, "the stored envelopes, each once");
+    let report = relay.stop().await;
+    assert_eq!(report.published, 6, "{report:?}");
+    assert_eq!(report.backfilled, 3, "{report:?}");
+    assert!(
+        stored_position(&db, &slot)
+            .await
+            .is_some_and(|p| p.contains('-'))
+    );
+    db.close().await;
+}
+
+/// A graceful stop stores the confirmed position: a restart streams only what was committed
+/// after it. A crash before the position was stored republishes from the stored one, with
+/// the same message ids, and loses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_resumes_after_the_stored_position_and_a_crash_redelivers_the_same_ids() {
+    let Some((db, outbox)) = binlog_db(
+        "a_restart_resumes_after_the_stored_position_and_a_crash_redelivers_the_same_ids",
+    )
+    .await
+    else {
+        return;
+    };
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    wait_for_backfill(&db, &slot).await;
+    let first = note(&db, &outbox, "o", 0, 3).await;
+    wait_for(&broker, 3).await;
+    relay.stop().await;
+    let stopped_at = stored_position(&db, &slot).await.unwrap();
+    let second = note(&db, &outbox, "o", 3, 2).await;
+
+    // The broker takes the next batch and never answers: the process dies between the
+    // broker's confirmation and the stored position.
+    broker.crash_after_next_publish(outbox_core::in_process::AfterPublish::Hang);
+    let relay = Running::start(
+        log_relay(&db, &outbox, &broker, &slot)
+            .publish_timeout(Duration::from_secs(60))
+            .build()
+            .unwrap(),
+    );
+    eventually("the broker took a batch", async || broker.hangs() == 1).await;
+    let taken = broker.message_ids();
+    assert!(
+        taken.len() > 3 && taken[3..].iter().zip(&second).all(|(a, b)| a == b),
+        "only the later rows: {taken:?}"
+    );
+    relay.crash().await;
+    assert_eq!(stored_position(&db, &slot).await.unwrap(), stopped_at);
+    // The crashed relay's lease runs out.
+    db.conn()
+        .execute_unprepared(&format!(
+            "UPDATE outbox_log_slots SET lease_expires_at = UTC_TIMESTAMP(6) WHERE slot = '{slot}'"
+        ))
+        .await
+        .unwrap();
+    let after = InProcessBroker::new();
+    let relay = Running::start(log_relay(&db, &outbox, &after, &slot).build().unwrap());
+    wait_for(&after, 2).await;
+    let third = note(&db, &outbox, "o", 5, 1).await;
+    wait_for(&after, 3).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let report = relay.stop().await;
+    let expected: Vec<Uuid> = second.iter().chain(&third).copied().collect();
+    assert_eq!(
+        after.message_ids(),
+        expected,
+        "redelivered with the same ids, then the rest"
+    );
+    assert_eq!(report.published, 3, "{report:?}");
+    assert_eq!(first.len(), 3);
+    db.close().await;
+}
+
+/// A row the relay cannot read (its version disagrees with its event type) is dead-lettered
+/// with what could be read of it, and the stream moves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_row_is_dead_lettered_and_the_stream_moves_on() {
+    let Some((db, outbox)) =
+        binlog_db("an_unreadable_row_is_dead_lettered_and_the_stream_moves_on").await
+    else {
+        return;
+    };
+    let bad = note(&db, &outbox, "bad", 0, 1).await;
+    for statement in [
+        "CREATE TABLE bad_rows AS SELECT * FROM outbox",
+        "DELETE FROM outbox",
+        "UPDATE bad_rows SET version = 9",
+    ] {
+        db.conn().execute_unprepared(statement).await.unwrap();
+    }
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    wait_for_backfill(&db, &slot).await;
+    db.conn()
+        .execute_unprepared("INSERT INTO outbox SELECT * FROM bad_rows")
+        .await
+        .unwrap();
+    let good = note(&db, &outbox, "good", 0, 1).await;
+    wait_for(&broker, 1).await;
+    assert_eq!(broker.message_ids(), good);
+    let report = relay.stop().await;
+    assert_eq!(report.dead_lettered, 1, "{report:?}");
+    let ops = Operations::new(db.conn().clone(), outbox.clone());
+    let dead = ops
+        .log_dead_letters(Some(&slot), None, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].message_id, Some(bad[0]));
+    assert_eq!(dead[0].aggregate_id, "bad");
+    assert!(dead[0].error.contains("version"), "{}", dead[0].error);
+    db.close().await;
+}
+
+/// The machine's MariaDB runs without a binlog: the relay refuses to start and says what
+/// to set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_a_binlog_is_refused() {
+    let Some(db) = TestDb::mariadb("a_server_without_a_binlog_is_refused").await else {
+        return;
+    };
+    let outbox = Outbox::default();
+    schema::install(db.conn(), &outbox).await.unwrap();
+    let broker = InProcessBroker::new();
+    let relay = log_relay(&db, &outbox, &broker, &slot_name())
+        .build()
+        .unwrap();
+    let error = Running::start(relay).error().await;
+    assert!(
+        matches!(
+            &error,
+            LogRelayError::BinlogSetting {
+                variable: "log_bin",
+                ..
+            }
+        ),
+        "{error}"
+    );
+    assert!(error.to_string().contains("--log-bin"), "{error}");
+    db.close().await;
+}
+
+/// The binlogs holding the stored position are purged while the relay is stopped: it
+/// stops with an error that says so and how to recover; the reset recovers from the table
+/// (the pending rows, backfilled from a new snapshot), and the stream goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purged_binlogs_stop_the_relay_until_the_position_is_reset() {
+    let Some(server) = BinlogMariaDb::dedicated(
+        "purged_binlogs_stop_the_relay_until_the_position_is_reset",
+        &[],
+    )
+    .await
+    else {
+        return;
+    };
+    let (db, outbox) = db_on(&server).await;
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    wait_for_backfill(&db, &slot).await;
+    note(&db, &outbox, "o", 0, 1).await;
+    wait_for(&broker, 1).await;
+    relay.stop().await;
+    // Another client's writes, then the binlogs up to them are purged.
+    let missed = note(&db, &outbox, "o", 1, 2).await;
+    db.conn()
+        .execute_unprepared("FLUSH BINARY LOGS")
+        .await
+        .unwrap();
+    // A binlog InnoDB has not checkpointed yet is kept by `PURGE`: until the current file
+    // is the only one.
+    eventually("the binlogs were purged", async || {
+        let file = scalar(&db, "SHOW MASTER STATUS").await.unwrap();
+        db.conn()
+            .execute_unprepared(&format!("PURGE BINARY LOGS TO '{file}'"))
+            .await
+            .unwrap();
+        let files = db
+            .conn()
+            .query_all_raw(Statement::from_string(DbBackend::MySql, "SHOW BINARY LOGS"))
+            .await
+            .unwrap();
+        files.len() == 1
+    })
+    .await;
+    note(&db, &outbox, "o", 3, 1).await;
+
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    let error = relay.error().await;
+    assert!(
+        matches!(&error, LogRelayError::PositionPurged { slot: s, .. } if *s == slot),
+        "{error}"
+    );
+    assert!(error.to_string().contains("log-reset"), "{error}");
+    assert_eq!(broker.len(), 1, "nothing published meanwhile");
+
+    let ops = Operations::new(db.conn().clone(), outbox.clone());
+    assert!(ops.reset_log_position(&slot).await.unwrap());
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    // The table's pending rows: the one published before (again, same id), the missed two,
+    // the last one; then the stream.
+    wait_for(&broker, 5).await;
+    wait_for_backfill(&db, &slot).await;
+    let after = note(&db, &outbox, "o", 4, 1).await;
+    wait_for(&broker, 6).await;
+    let ids = broker.message_ids();
+    assert_eq!(ids[0], ids[1], "the first row again, with its id");
+    assert_eq!(&ids[2..4], missed.as_slice());
+    assert_eq!(ids[5], after[0]);
+    let report = relay.stop().await;
+    assert_eq!(report.backfilled, 4, "{report:?}");
+    db.close().await;
+}
+
+/// The dump connection killed (`KILL`), the binlog rotated (`FLUSH BINARY LOGS`) while a
+/// transaction is open, the server restarted: the relay reconnects from its position each
+/// time, and every row arrives once, in commit order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_dump_a_rotation_and_a_server_restart_lose_nothing() {
+    let Some(mut server) = BinlogMariaDb::dedicated(
+        "a_killed_dump_a_rotation_and_a_server_restart_lose_nothing",
+        &[],
+    )
+    .await
+    else {
+        return;
+    };
+    let (db, outbox) = db_on(&server).await;
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    wait_for_backfill(&db, &slot).await;
+    let mut expected = note(&db, &outbox, "o", 0, 1).await;
+    wait_for(&broker, 1).await;
+
+    // KILL: the dump thread goes; the relay reconnects.
+    let dump = "SELECT id FROM information_schema.processlist WHERE command = 'Binlog Dump'";
+    eventually("a binlog dump runs", async || {
+        scalar(&db, dump).await.is_some()
+    })
+    .await;
+    let id = scalar(&db, dump).await.unwrap();
+    db.conn()
+        .execute_unprepared(&format!("KILL {id}"))
+        .await
+        .unwrap();
+    expected.extend(note(&db, &outbox, "o", 1, 2).await);
+    wait_for(&broker, 3).await;
+
+    // A rotation between a transaction's first insert and its commit.
+    let open = db.conn().begin().await.unwrap();
+    let uow = outbox.begin(&open, &OrderingContracts).await.unwrap();
+    uow.raise(OrderingEvent::Noted {
+        order_id: "o".into(),
+        n: 3,
+    });
+    let rotated = uow.commit().await.unwrap().message_ids;
+    db.conn()
+        .execute_unprepared("FLUSH BINARY LOGS")
+        .await
+        .unwrap();
+    open.commit().await.unwrap();
+    expected.extend(rotated);
+    wait_for(&broker, 4).await;
+
+    // The server restarts under the relay.
+    server.restart().await;
+    let reconnected = async {
+        loop {
+            let uow = match outbox.begin(db.conn(), &OrderingContracts).await {
+                Ok(uow) => uow,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            uow.raise(OrderingEvent::Noted {
+                order_id: "o".into(),
+                n: 4,
+            });
+            match uow.commit().await {
+                Ok(report) => break report.message_ids,
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    };
+    expected.extend(tokio::time::timeout(WAIT, reconnected).await.unwrap());
+    wait_for(&broker, 5).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let report = relay.stop().await;
+    assert_eq!(broker.message_ids(), expected, "each once, in commit order");
+    assert!(report.restarts >= 2, "{report:?}");
+    db.close().await;
 }

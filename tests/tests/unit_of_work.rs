@@ -794,21 +794,26 @@ async fn migrations_create_and_drop_each_configuration(db: &TestDb) {
         .unwrap()
         .len();
     assert_eq!(
-        applied, 12,
-        "outbox, inbox, relay, consumer dead-letter, consumer lease and log relay tables of \
-         two configurations"
+        applied, 14,
+        "outbox, inbox, relay, consumer dead-letter, consumer lease and log relay tables \
+         (PostgreSQL's, MariaDB's) of two configurations"
     );
-    // The log relay's tables exist on PostgreSQL only.
-    let log_slots = match db.backend().db_backend() {
+    // The log relay's tables exist on PostgreSQL and MariaDB.
+    let backend = db.backend().db_backend();
+    let log_slots = match backend {
         DbBackend::Postgres => Some(
             "SELECT 1 FROM information_schema.tables WHERE table_name = 'billing_outbox_log_slots'",
+        ),
+        DbBackend::MySql => Some(
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE() \
+             AND table_name = 'billing_outbox_log_slots'",
         ),
         _ => None,
     };
     if let Some(query) = log_slots {
         let found = db
             .conn()
-            .query_one_raw(Statement::from_string(DbBackend::Postgres, query))
+            .query_one_raw(Statement::from_string(backend, query))
             .await
             .unwrap();
         assert!(found.is_some(), "log relay slot table created");

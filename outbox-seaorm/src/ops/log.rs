@@ -22,6 +22,26 @@ impl Operations {
         crate::status_report::log_slots(&self.db, &self.store).await
     }
 
+    /// MariaDB's recovery after the binlogs lost the log relay's position
+    /// ([`LogRelayError::PositionPurged`](crate::relay::log::LogRelayError::PositionPurged)):
+    /// forgets `slot`'s stored position and backfill, so that the next start publishes the
+    /// pending rows from a new consistent snapshot and streams on from its position. Rows
+    /// published before and still in the table (within the retention) go out again, with
+    /// their message ids; the consumers' inbox applies them once. `Ok(false)`: no such slot,
+    /// or a relay holds its lease now (stop it first). On PostgreSQL the server holds the
+    /// position in the slot: drop an invalidated slot instead (book: The log relay).
+    ///
+    /// # Errors
+    /// The database's error.
+    pub async fn reset_log_position(&self, slot: &str) -> Result<bool, OpsError> {
+        check_input(slot, None)?;
+        let reset = self.store.reset_log_position(&self.db, slot).await?;
+        if reset {
+            tracing::warn!(%slot, "log relay position reset: the next start backfills the pending rows");
+        }
+        Ok(reset)
+    }
+
     /// Log relay dead letters and parked events, oldest first, filtered by slot, event type
     /// and state.
     ///

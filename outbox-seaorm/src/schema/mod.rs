@@ -115,7 +115,7 @@ pub(crate) enum Tables {
     InboxDeadLetters,
     /// The partitioned consumers' lease and instance tables ([`crate::inbox::partitioned`]).
     ConsumerLeases,
-    /// The log relay's slot and dead-letter tables (PostgreSQL only, [`crate::relay`]'s
+    /// The log relay's slot and dead-letter tables (PostgreSQL and MariaDB, [`crate::relay`]'s
     /// `log` module).
     LogRelay,
     /// Every table: outbox, inbox, relay, consumer tables.

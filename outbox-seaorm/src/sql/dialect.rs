@@ -54,6 +54,25 @@ pub(crate) fn is_mysql(row: &QueryResult) -> bool {
     }
 }
 
+/// The database server's clock now, as the log relay's lease and dead-letter statements
+/// read it (so that relays on different hosts agree): `clock_timestamp()` on PostgreSQL,
+/// `UTC_TIMESTAMP(6)` on MariaDB (its `datetime(6)` columns hold UTC).
+pub(crate) fn server_now(backend: DbBackend) -> &'static str {
+    match backend {
+        DbBackend::MySql => "UTC_TIMESTAMP(6)",
+        _ => "clock_timestamp()",
+    }
+}
+
+/// `NOW + millis` on the server's clock ([`server_now`]), `millis` bound by the caller
+/// between the two parts: `(before, after)`.
+pub(crate) fn server_now_plus_millis(backend: DbBackend) -> (&'static str, &'static str) {
+    match backend {
+        DbBackend::MySql => ("UTC_TIMESTAMP(6) + INTERVAL (", " * 1000) MICROSECOND"),
+        _ => ("clock_timestamp() + ", " * interval '1 millisecond'"),
+    }
+}
+
 /// A `sea_query` table reference for a validated name.
 pub(crate) fn table_ref(name: &TableName) -> sea_query::TableRef {
     let table = Alias::new(name.table());

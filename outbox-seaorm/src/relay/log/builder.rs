@@ -36,6 +36,7 @@ pub struct LogRelayBuilder<P> {
     pub(super) instance_id: Option<String>,
     pub(super) retention: Option<Option<Duration>>,
     pub(super) purge_interval: Option<Duration>,
+    pub(super) replica_server_id: Option<u32>,
 }
 
 impl<P> std::fmt::Debug for LogRelayBuilder<P> {
@@ -69,7 +70,16 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
             instance_id: None,
             retention: None,
             purge_interval: None,
+            replica_server_id: None,
         }
+    }
+
+    /// MariaDB: the server id the binlog dump registers with (not 0, unique among the
+    /// server's replicas and not the server's own; default derived from the slot name, see
+    /// [`LogRelayConfig::replica_server_id`]).
+    pub fn replica_server_id(mut self, id: u32) -> Self {
+        self.replica_server_id = Some(id);
+        self
     }
 
     /// How long the slot's lease lasts without renewal (at least 1 s): after the active
@@ -184,12 +194,15 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
     /// Validates the settings ([`LogRelayConfig::validate`]) and builds the relay.
     ///
     /// # Errors
-    /// [`LogRelayError::NotPostgres`] on another backend; [`LogRelayError::Config`] for a
+    /// [`LogRelayError::NotPostgres`] on another backend (MariaDB needs the feature
+    /// `log-relay-mariadb`; message mode needs PostgreSQL); [`LogRelayError::Config`] for a
     /// missing or invalid slot name, an invalid publication name, a zero batch size, zero
     /// attempts or a zero interval.
     pub fn build(self) -> Result<LogRelay<P>, LogRelayError> {
         let backend = self.db.get_database_backend();
-        if backend != DbBackend::Postgres {
+        let supported = backend == DbBackend::Postgres
+            || (cfg!(feature = "log-relay-mariadb") && backend == DbBackend::MySql);
+        if !supported {
             let backend = match backend {
                 DbBackend::MySql => "MySQL / MariaDB",
                 DbBackend::Sqlite => "SQLite",
@@ -197,6 +210,12 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
             };
             return Err(LogRelayError::NotPostgres {
                 backend: backend.to_owned(),
+            });
+        }
+        if backend == DbBackend::MySql && self.outbox.write_mode().message_prefix().is_some() {
+            // Logical messages are PostgreSQL's; MariaDB's binlog carries table rows.
+            return Err(LogRelayError::NotPostgres {
+                backend: "MariaDB with a message-mode outbox (use table mode)".to_owned(),
             });
         }
         let mut config = match (self.config, self.slot) {
@@ -255,6 +274,9 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
         }
         if let Some(id) = self.instance_id {
             config.instance_id = id;
+        }
+        if self.replica_server_id.is_some() {
+            config.replica_server_id = self.replica_server_id;
         }
         config.validate()?;
         Ok(LogRelay::new(self.db, self.outbox, self.publisher, config))

@@ -52,7 +52,8 @@ pub const HEARTBEAT_PREFIX: &str = "outbox.heartbeat";
 /// | retention of streamed table rows | 24 h ([`DEFAULT_RETENTION`]) after their transaction's acknowledgement, purged every 60 s in batches of 1 000 |
 /// | lease TTL | 10 s ([`DEFAULT_LEASE_TTL`]), renewed every third of it |
 /// | instance id | `log-relay-<UUIDv7>` |
-/// | replication connection | the pool's host, port, user and database (a password comes from `PGPASSWORD` or `~/.pgpass`), or [`connection_url`](super::LogRelayBuilder::connection_url) |
+/// | replication connection | the pool's host, port, user and database (a password comes from `PGPASSWORD` or `~/.pgpass`; on MariaDB give a URL when the user has one), or [`connection_url`](super::LogRelayBuilder::connection_url) |
+/// | replica server id (MariaDB) | derived from the slot name (`0x8000_0000` and up), so that a successor's registration ends a stale dump of the same slot |
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct LogRelayConfig {
@@ -92,6 +93,10 @@ pub struct LogRelayConfig {
     pub lease_ttl: Duration,
     /// This relay's name in the slot's lease (status output, logs).
     pub instance_id: String,
+    /// MariaDB: the server id the relay registers its binlog dump with (unique among the
+    /// server's replicas, not the server's own); `None` derives it from the slot name
+    /// ([`LogRelayConfig::replica_server_id`]). Ignored on PostgreSQL.
+    pub replica_server_id: Option<u32>,
 }
 
 impl LogRelayConfig {
@@ -115,7 +120,21 @@ impl LogRelayConfig {
             purge_batch: DEFAULT_PURGE_BATCH,
             lease_ttl: DEFAULT_LEASE_TTL,
             instance_id: format!("log-relay-{}", uuid::Uuid::now_v7()),
+            replica_server_id: None,
         }
+    }
+
+    /// The server id of the binlog dump (MariaDB): the configured one, or one derived from
+    /// the slot name (FNV-1a, in `0x8000_0000..=0xFFFF_FFFF`, away from the small ids
+    /// servers are usually given). The same slot always registers the same id, so a
+    /// relay that takes the slot over ends a stale relay's dump.
+    pub fn replica_server_id(&self) -> u32 {
+        self.replica_server_id.unwrap_or_else(|| {
+            let hash = self.slot.bytes().fold(0x811c_9dc5_u32, |hash, byte| {
+                (hash ^ u32::from(byte)).wrapping_mul(0x0100_0193)
+            });
+            0x8000_0000 | hash
+        })
     }
 
     /// Checks every setting: the slot and publication names, no zero batch size, attempt
@@ -182,6 +201,12 @@ impl LogRelayConfig {
         }
         if self.instance_id.is_empty() || self.instance_id.chars().count() > 255 {
             reject("instance_id", "must have 1 to 255 characters".into());
+        }
+        if self.replica_server_id == Some(0) {
+            reject(
+                "replica_server_id",
+                "0 is not a replica server id (MariaDB refuses it)".into(),
+            );
         }
         problems
     }

@@ -14,9 +14,11 @@ pub enum LogRelayError {
         /// What is wrong with it.
         reason: String,
     },
-    /// The database is not PostgreSQL: the log relay tails PostgreSQL's write-ahead log.
+    /// The database is neither PostgreSQL nor (with the feature `log-relay-mariadb`, in
+    /// table mode) MariaDB: the log relay tails their logs.
     #[error(
-        "the log relay needs PostgreSQL (found {backend}); use the polling relay \
+        "the log relay needs PostgreSQL, or MariaDB with the feature log-relay-mariadb and a \
+         table-mode outbox (found {backend}); use the polling relay \
          (outbox_seaorm::relay::Relay) on this database"
     )]
     NotPostgres {
@@ -42,6 +44,71 @@ pub enum LogRelayError {
     WalLevel {
         /// The server's `wal_level`.
         found: String,
+    },
+    /// MariaDB: a server setting the binlog relay needs is not set (`log_bin`,
+    /// `binlog_format`, `binlog_row_image`, `binlog_row_metadata`).
+    #[error(
+        "MariaDB runs with {variable} = {found}; the log relay needs {variable} = {needed}: \
+         start the server with --{option}={needed} (or `SET GLOBAL {variable} = '{needed}'` \
+         where it is dynamic) (book: The log relay on MariaDB § Setting MariaDB up)"
+    )]
+    BinlogSetting {
+        /// The server variable.
+        variable: &'static str,
+        /// Its value.
+        found: String,
+        /// The value needed.
+        needed: &'static str,
+        /// The server option that sets it.
+        option: &'static str,
+    },
+    /// MariaDB: the connected user lacks a privilege the binlog dump needs.
+    #[error(
+        "user {user} lacks {missing}: `GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO {user}` \
+         (or connect the log relay as a user that has them)"
+    )]
+    NoBinlogPrivilege {
+        /// The connected user (`CURRENT_USER()`).
+        user: String,
+        /// The missing privileges.
+        missing: String,
+    },
+    /// MariaDB: the relay would register its binlog dump with the server's own id.
+    #[error(
+        "the log relay's replica server id {id} is the server's own @@server_id: set another \
+         one (LogRelayBuilder::replica_server_id, `replica_server_id` in the relay service)"
+    )]
+    ReplicaServerId {
+        /// The id.
+        id: u32,
+    },
+    /// MariaDB: the stored position is no longer (or never was) in the server's binlogs —
+    /// they were purged (`expire_logs_days`, `PURGE BINARY LOGS`) while the relay was
+    /// stopped or behind, or the position belongs to another server. What the log held
+    /// after it is gone; the table still holds the pending rows.
+    #[error(
+        "the binlogs no longer hold the log relay's position {position} of slot {slot} \
+         ({detail}): recover from the table with `outbox log-reset {slot}` (or \
+         Operations::reset_log_position), which backfills the pending rows from a new \
+         snapshot at the next start (published rows still in the table go out again, with \
+         their ids)"
+    )]
+    PositionPurged {
+        /// The slot.
+        slot: String,
+        /// The stored position.
+        position: String,
+        /// The server's message.
+        detail: String,
+    },
+    /// MariaDB: the binlog dump failed (connection lost, server restarted, killed).
+    /// Retried by [`LogRelay::run`](super::LogRelay::run).
+    #[error("binlog stream: {message}")]
+    Binlog {
+        /// The server's error code, when it sent one.
+        code: Option<u16>,
+        /// What went wrong.
+        message: String,
     },
     /// The connected role may not start replication.
     #[error(

@@ -108,6 +108,15 @@ const STREAM: &str = "stream";
 /// SQLSTATE `object_not_in_prerequisite_state`: at `START_REPLICATION`, an invalidated slot.
 const SLOT_INVALIDATED: &str = "55000";
 
+/// Which log a relay reads.
+enum Source {
+    /// PostgreSQL's, through logical decoding.
+    Wal(SourceSettings),
+    /// MariaDB's binlog (settings made per session, after its checks).
+    #[cfg(feature = "log-relay-mariadb")]
+    Binlog,
+}
+
 /// A relay that tails PostgreSQL's log; see the [module documentation](self).
 pub struct LogRelay<P> {
     db: DatabaseConnection,
@@ -177,7 +186,11 @@ impl<P: Publisher + 'static> LogRelay<P> {
     /// The errors retrying cannot help (see the module documentation); connection and
     /// database failures are retried.
     pub async fn run(self, shutdown: CancellationToken) -> Result<LogRelayReport, LogRelayError> {
-        let settings = self.source_settings();
+        let source = match self.db.get_database_backend() {
+            #[cfg(feature = "log-relay-mariadb")]
+            sea_orm::DbBackend::MySql => Source::Binlog,
+            _ => Source::Wal(self.source_settings()),
+        };
         let mut total = LogRelayReport::default();
         let mut standby = false;
         let mut installed = false;
@@ -200,13 +213,7 @@ impl<P: Publisher + 'static> LogRelay<P> {
                 break Ok(());
             }
             let pause = match self
-                .attempt(
-                    &settings,
-                    &mut standby,
-                    &mut installed,
-                    &shutdown,
-                    &mut total,
-                )
+                .attempt(&source, &mut standby, &mut installed, &shutdown, &mut total)
                 .await
             {
                 Ok(pause) => pause,
@@ -250,7 +257,7 @@ impl<P: Publisher + 'static> LogRelay<P> {
     /// Returns how long to wait before the next turn.
     async fn attempt(
         &self,
-        settings: &SourceSettings,
+        source: &Source,
         standby: &mut bool,
         installed: &mut bool,
         shutdown: &CancellationToken,
@@ -283,7 +290,11 @@ impl<P: Publisher + 'static> LogRelay<P> {
             tracing::info!(slot = %self.config.slot, relay = %me, "log relay took the slot over");
             *standby = false;
         }
-        self.session(settings, &lease, shutdown, total).await?;
+        match source {
+            Source::Wal(settings) => self.session(settings, &lease, shutdown, total).await?,
+            #[cfg(feature = "log-relay-mariadb")]
+            Source::Binlog => self.binlog_session(&lease, shutdown, total).await?,
+        }
         Ok(Duration::ZERO)
     }
 
@@ -349,6 +360,10 @@ fn fatal(error: &LogRelayError) -> bool {
         LogRelayError::Replication { sqlstate, .. } => sqlstate
             .as_deref()
             .is_some_and(|code| code.starts_with("28") || code == "3D000" || code == "42704"),
+        // Access denied, no database, no privilege: retrying cannot help.
+        LogRelayError::Binlog { code, .. } => {
+            code.is_some_and(|code| matches!(code, 1044 | 1045 | 1049 | 1227 | 1698))
+        }
         _ => true,
     }
 }

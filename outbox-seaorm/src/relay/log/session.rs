@@ -110,7 +110,7 @@ impl<P: Publisher + 'static> LogRelay<P> {
         result
     }
 
-    fn publishing(&self, acknowledger: Acknowledger) -> Publishing<'_, P> {
+    pub(super) fn publishing(&self, acknowledger: Acknowledger) -> Publishing<'_, P> {
         Publishing {
             publisher: &self.publisher,
             config: &self.config,
@@ -251,7 +251,7 @@ impl<P: Publisher + 'static> LogRelay<P> {
 
     /// Deletes streamed rows (table mode; they stay `pending`) written more than the
     /// retention before the last acknowledged commit (and before now), in batches.
-    async fn purge(&self, acknowledger: &Acknowledger, stop: &CancellationToken) {
+    pub(super) async fn purge(&self, acknowledger: &Acknowledger, stop: &CancellationToken) {
         let (Some(retention), Some(acknowledged)) =
             (self.config.retention, acknowledger.acknowledged_commit())
         else {
@@ -295,7 +295,7 @@ impl<P: Publisher + 'static> LogRelay<P> {
     /// Renews the slot's lease every third of its TTL (recording the acknowledged
     /// position) until `stop`; a lease taken over or not renewed within its TTL stops the
     /// session ([`LogRelayError::LeaseLost`]).
-    async fn renew_lease(
+    pub(super) async fn renew_lease(
         &self,
         acknowledger: &Acknowledger,
         stop: &CancellationToken,
@@ -334,7 +334,7 @@ impl<P: Publisher + 'static> LogRelay<P> {
                     .record_log_acknowledged(&self.db, slot, me, &text)
                     .await
                 {
-                    Ok(()) => self.outage.succeeded(ACKNOWLEDGED),
+                    Ok(_) => self.outage.succeeded(ACKNOWLEDGED),
                     Err(error) => {
                         self.outage.failed(ACKNOWLEDGED, &error);
                     }

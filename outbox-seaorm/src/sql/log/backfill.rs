@@ -72,3 +72,22 @@ impl Store {
             .collect()
     }
 }
+
+#[cfg(feature = "log-relay-mariadb")]
+impl Store {
+    /// MariaDB's backfill page, read through the snapshot's own connection (not the pool):
+    /// every column of up to `limit` pending rows after the `seq` bound to its one `?`, in
+    /// `seq` order.
+    pub(crate) fn binlog_backfill_page(&self, limit: u64) -> String {
+        let c = self.outbox.columns();
+        let q = |name: &str| crate::sql::dialect::quote(self.backend, name);
+        format!(
+            "SELECT * FROM {table} WHERE {status} = '{pending}' AND {seq} > ? ORDER BY {seq} \
+             LIMIT {limit}",
+            table = crate::sql::dialect::quote_table(self.backend, self.outbox.outbox_table()),
+            status = q(c.status),
+            pending = OutboxStatus::Pending.as_str(),
+            seq = q(c.seq),
+        )
+    }
+}

@@ -2,15 +2,14 @@
 //! events, the aggregates they hold, the entries a relay acts on (requeued ones and those
 //! parked behind them), their transitions, and reading them for operators.
 
-use chrono::{DateTime, Utc};
 use outbox_core::Envelope;
 use sea_orm::sea_query::Value;
-use sea_orm::{ConnectionTrait, DbErr, QueryResult};
+use sea_orm::{ConnectionTrait, DbBackend, DbErr, QueryResult};
 use uuid::Uuid;
 
 use crate::limits;
 use crate::record::log_dead_letter::{LogDeadLetter, LogDeadLetterStatus};
-use crate::sql::dialect::{opt_text, text};
+use crate::sql::dialect::{self, opt_text, text};
 use crate::sql::store::Store;
 use crate::status::MAX_KEY_CHARS;
 
@@ -37,7 +36,7 @@ fn read(row: &QueryResult) -> Result<LogDeadLetter, DbErr> {
     Ok(LogDeadLetter {
         id: row.try_get("", "id")?,
         slot: row.try_get("", "slot")?,
-        message_id: row.try_get("", "message_id")?,
+        message_id: dialect::read_opt_uuid(row, "", "message_id")?,
         event_type: row.try_get("", "event_type")?,
         aggregate_type: row.try_get("", "aggregate_type")?,
         aggregate_id: row.try_get("", "aggregate_id")?,
@@ -46,8 +45,8 @@ fn read(row: &QueryResult) -> Result<LogDeadLetter, DbErr> {
         attempts: row.try_get("", "attempts")?,
         status: LogDeadLetterStatus::parse(&status)
             .ok_or_else(|| DbErr::Type(format!("unknown log dead letter status {status:?}")))?,
-        dead_at: row.try_get::<DateTime<Utc>>("", "dead_at")?,
-        resolved_at: row.try_get("", "resolved_at")?,
+        dead_at: dialect::required(dialect::read_timestamp_of(row, "", "dead_at")?, "dead_at")?,
+        resolved_at: dialect::read_timestamp_of(row, "", "resolved_at")?,
         resolved_by: row.try_get("", "resolved_by")?,
         reason: row.try_get("", "reason")?,
     })
@@ -64,8 +63,14 @@ impl Store {
         entry: &NewLogDeadLetter<'_>,
     ) -> Result<(), DbErr> {
         let key = |value: &str| text(limits::chars(value, MAX_KEY_CHARS - 1));
+        // A redelivered entry meets the unique `(slot, message_id)` and is not written again.
+        let (insert, conflict) = match self.backend {
+            DbBackend::MySql => ("INSERT IGNORE INTO ", ""),
+            _ => ("INSERT INTO ", " ON CONFLICT DO NOTHING"),
+        };
+        let now = dialect::server_now(self.backend);
         let mut sql = self.sql();
-        sql.push("INSERT INTO ")
+        sql.push(insert)
             .table(&self.outbox.tables().relay.log_dead_letters)
             .push(
                 " (slot, message_id, event_type, aggregate_type, aggregate_id, envelope, error, \
@@ -73,7 +78,7 @@ impl Store {
             )
             .bind(text(slot))
             .push(", ")
-            .bind(Value::Uuid(entry.message_id))
+            .bind(dialect::opt_uuid(self.backend, entry.message_id))
             .push(", ")
             .bind(key(entry.event_type))
             .push(", ")
@@ -90,7 +95,7 @@ impl Store {
             )))
             .push(", ")
             .bind(text(entry.status.as_str()))
-            .push(", clock_timestamp()) ON CONFLICT DO NOTHING");
+            .push(&format!(", {now}){conflict}"));
         conn.execute_raw(sql.build()).await?;
         Ok(())
     }
@@ -157,7 +162,10 @@ impl Store {
             .table(&self.outbox.tables().relay.log_dead_letters)
             .push(" SET status = ")
             .bind(text(to.as_str()))
-            .push(", resolved_at = clock_timestamp()");
+            .push(&format!(
+                ", resolved_at = {}",
+                dialect::server_now(self.backend)
+            ));
         if let Some((error, attempts)) = error {
             sql.push(", error = ")
                 .bind(text(limits::error_text(error)))
@@ -229,12 +237,12 @@ impl Store {
         conn: &C,
     ) -> Result<Vec<(String, i64)>, DbErr> {
         let mut sql = self.sql();
-        sql.push("SELECT status, count(*)::int8 AS n FROM ")
+        sql.push("SELECT status, count(*) AS n FROM ")
             .table(&self.outbox.tables().relay.log_dead_letters)
             .push(" GROUP BY status ORDER BY status");
         let rows = conn.query_all_raw(sql.build()).await?;
         rows.iter()
-            .map(|row| Ok((row.try_get("", "status")?, row.try_get("", "n")?)))
+            .map(|row| Ok((row.try_get("", "status")?, dialect::read_i64(row, "n")?)))
             .collect()
     }
 }

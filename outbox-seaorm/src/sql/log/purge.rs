@@ -4,7 +4,7 @@
 //! `log` module of [`crate::relay`]).
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ConnectionTrait, DbErr};
+use sea_orm::{ConnectionTrait, DbBackend, DbErr};
 
 use crate::sql::dialect::{self, quote, quote_table};
 use crate::sql::statement::Sql;
@@ -26,15 +26,25 @@ impl Store {
         let table = quote_table(backend, self.outbox.outbox_table());
         let seq = q(c.seq);
         let mut sql = Sql::new(backend);
-        sql.push(&format!(
-            "DELETE FROM {table} WHERE {seq} IN (SELECT {seq} FROM {table} WHERE {status} = '{pending}' \
-             AND {created} < ",
-            status = q(c.status),
-            pending = OutboxStatus::Pending.as_str(),
-            created = q(c.created_at),
-        ))
-        .bind(dialect::timestamp(backend, cutoff))
-        .push(&format!(" ORDER BY {seq} LIMIT {batch})"));
+        let status = q(c.status);
+        let pending = OutboxStatus::Pending.as_str();
+        let created = q(c.created_at);
+        if backend == DbBackend::MySql {
+            // MariaDB takes no `LIMIT` in an `IN` subquery; its single-table `DELETE` orders
+            // and limits itself.
+            sql.push(&format!(
+                "DELETE FROM {table} WHERE {status} = '{pending}' AND {created} < "
+            ))
+            .bind(dialect::timestamp(backend, cutoff))
+            .push(&format!(" ORDER BY {seq} LIMIT {batch}"));
+        } else {
+            sql.push(&format!(
+                "DELETE FROM {table} WHERE {seq} IN (SELECT {seq} FROM {table} WHERE \
+                 {status} = '{pending}' AND {created} < "
+            ))
+            .bind(dialect::timestamp(backend, cutoff))
+            .push(&format!(" ORDER BY {seq} LIMIT {batch})"));
+        }
         Ok(conn.execute_raw(sql.build()).await?.rows_affected())
     }
 }

@@ -1,11 +1,15 @@
 //! The log relay's second source: MariaDB's binary log (feature `log-relay-mariadb`).
 //!
-//! Work in progress (issue 34): the GTID positions and the binlog reader stand here, tested
-//! on their own; the session that backfills from a consistent snapshot, streams from the
-//! stored position and acknowledges it after the broker confirmed is next, and wires this
-//! module into [`LogRelay`](super::LogRelay). Until then nothing outside this module calls
-//! it, hence the `dead_code` allowance below (to be removed with the wiring).
-#![allow(dead_code)]
+//! | concept | file |
+//! |---|---|
+//! | GTIDs, positions of every domain, MariaDB's GTID event | `gtid.rs` |
+//! | the binlog dump: connecting at a position, events into [`Change`](super::change::Change)s | `source.rs` |
+//! | the first start's consistent snapshot and its position | `snapshot.rs` |
+//! | the checks at start (binlog settings, grants, server id) | `start.rs` |
+//! | one session: backfill, stream, stored position | `session.rs` |
 
 pub(crate) mod gtid;
+mod session;
+mod snapshot;
 pub(crate) mod source;
+mod start;

@@ -70,7 +70,7 @@ impl From<mysql_async::Error> for BinlogError {
 }
 
 impl BinlogError {
-    fn protocol(message: impl Into<String>) -> Self {
+    pub(crate) fn protocol(message: impl Into<String>) -> Self {
         Self {
             code: None,
             message: message.into(),
@@ -85,6 +85,11 @@ impl BinlogError {
 pub(crate) struct TextRow(Vec<(String, Option<String>)>);
 
 impl TextRow {
+    /// A row of `(column, text)` pairs.
+    pub(crate) fn new(columns: Vec<(String, Option<String>)>) -> Self {
+        Self(columns)
+    }
+
     /// The text of column `name`: `None` when the column is missing or `NULL`.
     pub(crate) fn text(&self, name: &str) -> Option<&str> {
         self.0
@@ -92,6 +97,21 @@ impl TextRow {
             .find(|(column, _)| column == name)
             .and_then(|(_, value)| value.as_deref())
     }
+}
+
+/// A connection to the server of `settings` (its URL, within its connect timeout).
+pub(crate) async fn open_connection(settings: &BinlogSettings) -> Result<Conn, BinlogError> {
+    let opts = Opts::from_url(&settings.url)
+        .map_err(|error| BinlogError::protocol(format!("not a MariaDB URL: {error}")))?;
+    let conn = tokio::time::timeout(settings.connect_timeout, Conn::new(opts))
+        .await
+        .map_err(|_| {
+            BinlogError::protocol(format!(
+                "no connection within {:?}",
+                settings.connect_timeout
+            ))
+        })??;
+    Ok(conn)
 }
 
 /// A binlog dump from a MariaDB server.
@@ -124,16 +144,7 @@ impl BinlogSource {
         settings: &BinlogSettings,
         from: &GtidPosition,
     ) -> Result<Self, BinlogError> {
-        let opts = Opts::from_url(&settings.url)
-            .map_err(|error| BinlogError::protocol(format!("not a MariaDB URL: {error}")))?;
-        let mut conn = tokio::time::timeout(settings.connect_timeout, Conn::new(opts))
-            .await
-            .map_err(|_| {
-                BinlogError::protocol(format!(
-                    "no connection within {:?}",
-                    settings.connect_timeout
-                ))
-            })??;
+        let mut conn = open_connection(settings).await?;
         let heartbeat_ns = settings.heartbeat.as_nanos().min(u128::from(u64::MAX));
         for statement in [
             // Without it MariaDB hides its GTID events from the dump.
@@ -271,7 +282,8 @@ fn text(value: mysql_async::binlog::value::BinlogValue<'_>) -> Option<String> {
     }
 }
 
-fn value_text(value: &Value) -> Option<String> {
+/// A value as the text the row decoder reads (see [`TextRow`]).
+pub(crate) fn value_text(value: &Value) -> Option<String> {
     match value {
         Value::NULL => None,
         Value::Bytes(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),

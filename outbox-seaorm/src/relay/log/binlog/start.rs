@@ -1,0 +1,190 @@
+//! What a binlog relay checks before it reads MariaDB's binlog: the binlog is on, in row
+//! format with full row images and full row metadata (column names), the user may read it
+//! (`REPLICATION SLAVE`, `BINLOG MONITOR`), and the relay's replica server id is not the
+//! server's own. Each problem is a [`LogRelayError`] that says what to run.
+
+use super::super::config::LogRelayConfig;
+use super::super::error::LogRelayError;
+use crate::sql::log::BinlogPreflight;
+
+/// The checks on facts already read; `grants` as `SHOW GRANTS` printed them.
+pub(crate) fn check(
+    preflight: &BinlogPreflight,
+    grants: &[String],
+    config: &LogRelayConfig,
+) -> Result<(), LogRelayError> {
+    if preflight.log_bin != 1 {
+        return Err(LogRelayError::BinlogSetting {
+            variable: "log_bin",
+            found: "OFF".into(),
+            needed: "ON",
+            option: "log-bin",
+        });
+    }
+    for (variable, found, option) in [
+        ("binlog_format", &preflight.binlog_format, "binlog-format"),
+        (
+            "binlog_row_image",
+            &preflight.binlog_row_image,
+            "binlog-row-image",
+        ),
+        (
+            "binlog_row_metadata",
+            &preflight.binlog_row_metadata,
+            "binlog-row-metadata",
+        ),
+    ] {
+        let needed = if variable == "binlog_format" {
+            "ROW"
+        } else {
+            "FULL"
+        };
+        if !found.eq_ignore_ascii_case(needed) {
+            return Err(LogRelayError::BinlogSetting {
+                variable,
+                found: found.clone(),
+                needed,
+                option,
+            });
+        }
+    }
+    let missing = missing_privileges(grants);
+    if !missing.is_empty() {
+        return Err(LogRelayError::NoBinlogPrivilege {
+            user: preflight.user.clone(),
+            missing: missing.join(" and "),
+        });
+    }
+    let id = config.replica_server_id();
+    if i64::from(id) == preflight.server_id {
+        return Err(LogRelayError::ReplicaServerId { id });
+    }
+    Ok(())
+}
+
+/// The privileges of the binlog dump that `grants` (global ones, `ON *.*`) do not give.
+fn missing_privileges(grants: &[String]) -> Vec<&'static str> {
+    let global: Vec<String> = grants
+        .iter()
+        .map(|grant| grant.to_ascii_uppercase())
+        .filter(|grant| grant.contains(" ON *.* "))
+        .collect();
+    let has = |names: &[&str]| {
+        global.iter().any(|grant| {
+            grant.contains("ALL PRIVILEGES") || names.iter().any(|name| grant.contains(name))
+        })
+    };
+    let mut missing = Vec::new();
+    // MariaDB 10.5 renamed REPLICATION SLAVE to REPLICATION REPLICA (both are printed
+    // depending on the version) and split BINLOG MONITOR from REPLICATION CLIENT / SUPER.
+    if !has(&["REPLICATION SLAVE", "REPLICATION REPLICA"]) {
+        missing.push("REPLICATION SLAVE");
+    }
+    if !has(&["BINLOG MONITOR", "REPLICATION CLIENT", "SUPER"]) {
+        missing.push("BINLOG MONITOR");
+    }
+    missing
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn preflight() -> BinlogPreflight {
+        BinlogPreflight {
+            log_bin: 1,
+            binlog_format: "ROW".into(),
+            binlog_row_image: "FULL".into(),
+            binlog_row_metadata: "FULL".into(),
+            server_id: 1,
+            database: Some("shop".into()),
+            user: "relay@%".into(),
+        }
+    }
+
+    fn grants(text: &str) -> Vec<String> {
+        vec![text.to_owned()]
+    }
+
+    #[test]
+    fn each_missing_setting_names_itself_and_its_option() {
+        let config = LogRelayConfig::for_slot("orders");
+        let all = grants("GRANT ALL PRIVILEGES ON *.* TO `root`@`localhost` WITH GRANT OPTION");
+        assert!(check(&preflight(), &all, &config).is_ok());
+        let off = BinlogPreflight {
+            log_bin: 0,
+            ..preflight()
+        };
+        assert!(matches!(
+            check(&off, &all, &config),
+            Err(LogRelayError::BinlogSetting {
+                variable: "log_bin",
+                ..
+            })
+        ));
+        let mixed = BinlogPreflight {
+            binlog_format: "MIXED".into(),
+            ..preflight()
+        };
+        let error = check(&mixed, &all, &config).unwrap_err().to_string();
+        assert!(error.contains("binlog_format = MIXED"), "{error}");
+        assert!(error.contains("--binlog-format=ROW"), "{error}");
+        let minimal = BinlogPreflight {
+            binlog_row_metadata: "MINIMAL".into(),
+            ..preflight()
+        };
+        assert!(matches!(
+            check(&minimal, &all, &config),
+            Err(LogRelayError::BinlogSetting {
+                variable: "binlog_row_metadata",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn privileges_are_read_from_the_global_grants() {
+        let config = LogRelayConfig::for_slot("orders");
+        let both =
+            grants("GRANT SELECT, INSERT, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `relay`@`%`");
+        assert!(check(&preflight(), &both, &config).is_ok());
+        let on_db = vec![
+            "GRANT USAGE ON *.* TO `relay`@`%`".to_owned(),
+            "GRANT ALL PRIVILEGES ON `shop`.* TO `relay`@`%`".to_owned(),
+        ];
+        let error = check(&preflight(), &on_db, &config).unwrap_err();
+        assert!(
+            matches!(&error, LogRelayError::NoBinlogPrivilege { missing, .. }
+                if missing == "REPLICATION SLAVE and BINLOG MONITOR"),
+            "{error}"
+        );
+        let replica_only = grants("GRANT REPLICATION SLAVE ON *.* TO `relay`@`%`");
+        assert!(matches!(
+            check(&preflight(), &replica_only, &config),
+            Err(LogRelayError::NoBinlogPrivilege { missing, .. }) if missing == "BINLOG MONITOR"
+        ));
+    }
+
+    #[test]
+    fn the_replica_id_may_not_be_the_servers() {
+        let all = grants("GRANT ALL PRIVILEGES ON *.* TO `root`@`localhost`");
+        let mut config = LogRelayConfig::for_slot("orders");
+        config.replica_server_id = Some(1);
+        assert!(matches!(
+            check(&preflight(), &all, &config),
+            Err(LogRelayError::ReplicaServerId { id: 1 })
+        ));
+        config.replica_server_id = None;
+        let derived = config.replica_server_id();
+        assert!(derived >= 0x8000_0000, "{derived:#x}");
+        assert_eq!(
+            derived,
+            LogRelayConfig::for_slot("orders").replica_server_id(),
+            "stable"
+        );
+        assert_ne!(
+            derived,
+            LogRelayConfig::for_slot("billing").replica_server_id()
+        );
+    }
+}
