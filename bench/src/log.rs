@@ -34,9 +34,9 @@
 
 mod cpu;
 mod drain;
-mod events;
-mod latency;
-mod publisher;
+pub(crate) mod events;
+pub(crate) mod latency;
+pub(crate) mod publisher;
 mod raw;
 mod server;
 mod write;
@@ -45,7 +45,7 @@ use std::error::Error;
 
 use sea_orm::{ConnectOptions, Database, DatabaseConnection};
 
-type BoxError = Box<dyn Error + Send + Sync>;
+pub(crate) type BoxError = Box<dyn Error + Send + Sync>;
 
 /// Which part(s) to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -119,7 +119,7 @@ pub struct LogArgs {
 }
 
 /// A pool of `connections` on `url`, without SQL logging.
-async fn connect(url: &str, connections: u32) -> Result<DatabaseConnection, BoxError> {
+pub(crate) async fn connect(url: &str, connections: u32) -> Result<DatabaseConnection, BoxError> {
     let mut options = ConnectOptions::new(url.to_owned());
     options
         .max_connections(connections)

@@ -16,8 +16,8 @@
 //! cargo run --release -p outbox-bench -- write --database-url postgres://postgres@127.0.0.1:5432/postgres
 //! ```
 //!
-//! `relay` (issue 4), `inbox` (issue 5), `brokers` (issue 6), `log` (issue 20) and
-//! `service` (issue 21): see the modules `relay`, `inbox`, `brokers`, `log` and `service`.
+//! `relay` (issue 4), `inbox` (issue 5), `brokers` (issue 6), `log` (issue 20), `service`
+//! (issue 21) and `binlog` (issue 34): see the modules of those names.
 #![allow(clippy::print_stdout)]
 
 /// The harness's allocator (default feature `mimalloc`): it applies to every mode, framework
@@ -33,6 +33,7 @@ const ALLOCATOR_NAME: &str = if cfg!(feature = "mimalloc") {
     "the system allocator (glibc malloc)"
 };
 
+mod binlog;
 mod brokers;
 mod inbox;
 mod log;
@@ -71,6 +72,9 @@ enum Command {
     /// The log relay: drain vs the polling relay and raw pgoutput, commit-to-publish
     /// latency and the highest sustained rate, the write modes vs a raw INSERT.
     Log(log::LogArgs),
+    /// The log relay on MariaDB's binary log: drain vs the polling relay and the raw
+    /// binlog dump, commit-to-publish latency of both relays.
+    Binlog(binlog::BinlogArgs),
     /// The relay service (`outbox run FILE`) against an embedded `Relay`.
     Service(service::ServiceArgs),
 }
@@ -95,6 +99,7 @@ fn main() -> ExitCode {
             Command::Inbox(args) => inbox::run(args).await,
             Command::Brokers(args) => brokers::run(args).await,
             Command::Log(args) => log::run(args).await,
+            Command::Binlog(args) => binlog::run(args).await,
             Command::Service(args) => service::run(args).await,
         }
     });

@@ -165,7 +165,7 @@ async fn log_relay(
     db: &DatabaseConnection,
     store: &Store,
 ) -> Result<Option<LogRelayStatus>, DbErr> {
-    if db.get_database_backend() != sea_orm::DbBackend::Postgres
+    if db.get_database_backend() == sea_orm::DbBackend::Sqlite
         || !store.log_tables_exist(db).await?
     {
         return Ok(None);
@@ -196,15 +196,30 @@ async fn log_relay(_: &DatabaseConnection, _: &Store) -> Result<Option<LogRelayS
     Ok(None)
 }
 
-/// The log relay slots of the outbox, with the server's view of each.
+/// The log relay slots of the outbox, with the server's view of each (PostgreSQL's
+/// replication slot; MariaDB keeps none for a replica: a slot streams while its lease is
+/// held).
 #[cfg(feature = "log-relay")]
 pub(crate) async fn log_slots(
     db: &DatabaseConnection,
     store: &Store,
 ) -> Result<Vec<LogSlotStatus>, DbErr> {
     let owners = store.log_slot_owners(db).await?;
+    let binlog = db.get_database_backend() == sea_orm::DbBackend::MySql;
     let mut slots = Vec::with_capacity(owners.len());
     for owner in owners {
+        if binlog {
+            slots.push(LogSlotStatus {
+                streaming: owner.owner.is_some(),
+                active_relay: owner.owner,
+                backfilled: owner.backfilled,
+                acknowledged_lsn: owner.acknowledged_lsn,
+                lag_bytes: None,
+                wal_status: None,
+                slot: owner.slot,
+            });
+            continue;
+        }
         let server = store.slot(db, &owner.slot).await?;
         slots.push(LogSlotStatus {
             active_relay: owner.owner,

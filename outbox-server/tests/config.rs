@@ -167,7 +167,7 @@ batch_size = "many"
 
 [[relay]]
 name = "acme"
-database_url = "mysql://root@db/acme"
+database_url = "sqlite:///var/lib/acme.db"
 method = "log"
 [relay.log]
 slot = "Acme-Slot"
@@ -212,7 +212,7 @@ url = "amqp://guest:guest@rabbit:5672/%2f"
         ),
         (
             "relay[3].database_url",
-            "the log relay reads PostgreSQL's log",
+            "SQLite has neither (use `method = \"polling\"`)",
         ),
         ("relay[3].log.slot", "Acme-Slot"),
         ("relay[3].broker.exchange", "missing: the exchange"),
@@ -415,6 +415,38 @@ url = "nats://127.0.0.1:4222"
     assert_eq!(log.publication, "acme_pub");
     assert_eq!(log.feedback_interval, Duration::from_millis(250));
     assert!(log.validate().is_ok());
+}
+
+/// A log relay on MariaDB (`mysql://`) reads the binary log: accepted, with the replica
+/// server id its dump registers with; an id of 0 is reported at its key.
+#[test]
+fn a_log_relay_on_mariadb_takes_its_replica_server_id() {
+    let file = r#"
+[[relay]]
+name = "acme"
+database_url = "mysql://root@db/acme"
+method = "log"
+[relay.log]
+slot = "acme_outbox"
+replica_server_id = 4242
+[relay.broker]
+kind = "nats"
+url = "nats://127.0.0.1:4222"
+"#;
+    let config = ServerConfig::builder().toml(file).build().unwrap();
+    let RelayMethod::Log(log) = &config.relays[0].method else {
+        panic!("{:?}", config.relays[0].method)
+    };
+    assert_eq!(log.replica_server_id(), 4242);
+    let zero = file.replace("4242", "0");
+    let error = ServerConfig::builder().toml(&zero).build().unwrap_err();
+    let problem = error
+        .about("relay[0].log.replica_server_id")
+        .unwrap_or_else(|| panic!("no problem about the server id in:\n{error}"));
+    assert!(
+        problem.message.contains("0 is not a replica server id"),
+        "{problem:?}"
+    );
 }
 
 #[test]

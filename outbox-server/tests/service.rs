@@ -509,3 +509,118 @@ stream = {{ name = "{stream}", subjects = ["srvlog{id}.>"] }}
     let _ = db.conn().execute_unprepared(&drop_slot).await;
     db.close().await;
 }
+
+/// A `method = "log"` relay on MariaDB (`mysql://`, a server with its binary log on): it
+/// backfills nothing on an empty outbox, streams what is committed, says `active on slot`
+/// in `/readyz`, and on SIGTERM stores the position of what the broker confirmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_relay_on_mariadb_runs_from_the_file() {
+    use sea_orm::{ConnectionTrait, Statement};
+    const TEST: &str = "a_log_relay_on_mariadb_runs_from_the_file";
+    let Some(nats_url) = outbox_tests::service(TestService::Nats, TEST) else {
+        return;
+    };
+    let Some(db) = TestDb::binlog_mariadb(TEST).await else {
+        return;
+    };
+    schema::install(db.conn(), &Outbox::default())
+        .await
+        .unwrap();
+    let id = uuid::Uuid::now_v7().simple().to_string();
+    let slot = format!("srv_{id}");
+    let stream = format!("SRVBINLOG_{id}");
+    let ops: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let config = format!(
+        r#"
+[http]
+listen = "{ops}"
+
+[[relay]]
+name = "orders"
+database_url = "{}"
+method = "log"
+batch_size = 50
+[relay.log]
+slot = "{slot}"
+feedback_interval = "200ms"
+[relay.broker]
+kind = "nats"
+url = "{nats_url}"
+route = {{ kind = "event_type", prefix = "srvbinlog{id}." }}
+stream = {{ name = "{stream}", subjects = ["srvbinlog{id}.>"] }}
+"#,
+        db.url()
+    );
+    let mut service = ServiceProcess::start(&config, &[]);
+    let position =
+        format!("SELECT acknowledged_lsn AS p FROM outbox_log_slots WHERE slot = '{slot}'");
+    let backfilled = format!(
+        "SELECT COUNT(*) AS n FROM outbox_log_slots WHERE slot = '{slot}' AND backfilled_at IS NOT NULL"
+    );
+    let query = |sql: String| {
+        let conn = db.conn().clone();
+        async move {
+            conn.query_one_raw(Statement::from_string(conn.get_database_backend(), sql))
+                .await
+                .unwrap()
+        }
+    };
+    let streaming = eventually(Duration::from_secs(30), || async {
+        query(backfilled.clone())
+            .await
+            .is_some_and(|row| row.try_get::<i64>("", "n").unwrap() == 1)
+    })
+    .await;
+    assert!(streaming, "{}", service.log());
+    place(&db, "binlog", 25).await;
+    let client = nats::connect(&nats_url).await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(30), || async {
+            stream_messages(&client, &stream).await >= 25
+        })
+        .await,
+        "{}",
+        service.log()
+    );
+    let (status, body) = get(ops, "/readyz").await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let readiness: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        readiness["relays"][0]["leases"],
+        format!("active on slot {slot}")
+    );
+    let (_, text) = get(ops, "/metrics").await.unwrap();
+    assert_eq!(
+        sample(
+            &text,
+            r#"outbox_published_total{outbox="outbox",relay="orders"}"#
+        ),
+        Some(25.0),
+        "{text}"
+    );
+    service.terminate();
+    let exit = service.wait(Duration::from_secs(20));
+    assert!(
+        exit.is_some_and(|status| status.success()),
+        "{}",
+        service.log()
+    );
+    assert_eq!(
+        stream_messages(&client, &stream).await,
+        25,
+        "each event once"
+    );
+    // The position stored at the stop is the last commit's GTID (domain-server-sequence).
+    let stored = query(position)
+        .await
+        .and_then(|row| row.try_get::<Option<String>>("", "p").unwrap())
+        .unwrap_or_default();
+    assert!(
+        stored.split('-').count() == 3,
+        "a GTID position: {stored:?}\n{}",
+        service.log()
+    );
+    let jetstream = async_nats::jetstream::new(client.clone());
+    let _ = jetstream.delete_stream(&stream).await;
+    db.close().await;
+}

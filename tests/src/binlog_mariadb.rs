@@ -264,6 +264,15 @@ fi
         format!("mysql://root@127.0.0.1:{}/mysql", self.port)
     }
 
+    /// The process id of `mariadbd` (from its pid file), while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.pid_file())
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
     /// The server's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("log")).unwrap_or_default()

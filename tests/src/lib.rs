@@ -263,6 +263,7 @@ pub mod book {
         WritingEvents = "writing-events.md",
         PollingRelay = "polling-relay.md",
         LogRelay = "log-relay.md",
+        LogRelayMariaDb = "log-relay-mariadb.md",
         Inbox = "inbox.md",
         Brokers = "brokers.md",
         ScalingConsumers = "scaling-consumers.md",

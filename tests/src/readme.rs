@@ -44,3 +44,16 @@ pub async fn logical_database() -> (ConnectOptions, TestDb) {
     let options = ConnectOptions::new(database.url());
     (options, database)
 }
+
+/// The URL of a fresh database on the tests' binlog-enabled MariaDB
+/// ([`crate::binlog_mariadb`]), for the book's MariaDB log relay example, with the guard
+/// that drops it.
+///
+/// # Panics
+/// When the server cannot start.
+pub async fn binlog_database() -> (String, TestDb) {
+    let Some(database) = TestDb::binlog_mariadb("book").await else {
+        panic!("the book's MariaDB log relay example needs MariaDB's server binaries");
+    };
+    (database.url().to_owned(), database)
+}

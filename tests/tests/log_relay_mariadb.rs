@@ -133,6 +133,26 @@ async fn scalar(db: &TestDb, sql: &str) -> Option<String> {
         .unwrap()
 }
 
+/// Runs the operations command line (`ops ARGS…`) on the test's outbox: exit code, stdout,
+/// stderr.
+async fn cli(db: &TestDb, outbox: &Outbox, args: &[&str]) -> (u8, String, String) {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = outbox_seaorm::cli::run_with(
+        std::iter::once("ops").chain(args.iter().copied()),
+        db.conn().clone(),
+        outbox.clone(),
+        || outbox_core::ContractRegistry::from_registrations([]),
+        &mut out,
+        &mut err,
+    )
+    .await;
+    (
+        code,
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+    )
+}
+
 /// Waits until the slot's first start finished its backfill (from then on the relay streams
 /// from the snapshot's position).
 async fn wait_for_backfill(db: &TestDb, slot: &str) {
@@ -293,6 +313,16 @@ async fn pending_rows_are_backfilled_then_the_binlog_streams_in_commit_order() {
     let mut expected: Vec<Envelope> = stored.into_iter().map(|record| record.envelope).collect();
     expected.sort_by_key(|envelope| envelope.message_id);
     assert_eq!(published, expected, "the stored envelopes, each once");
+    // `outbox status` shows the slot: its active relay, backfilled, its stored position.
+    let status = Operations::new(db.conn().clone(), outbox.clone())
+        .status()
+        .await
+        .unwrap();
+    let shown = status.log_relay.expect("the log relay's slots in the status");
+    assert_eq!(shown.slots.len(), 1, "{shown:?}");
+    assert_eq!(shown.slots[0].slot, slot);
+    assert!(shown.slots[0].streaming && shown.slots[0].backfilled, "{shown:?}");
+    assert!(shown.slots[0].active_relay.is_some(), "{shown:?}");
     let report = relay.stop().await;
     assert_eq!(report.published, 6, "{report:?}");
     assert_eq!(report.backfilled, 3, "{report:?}");
@@ -458,6 +488,12 @@ async fn purged_binlogs_stop_the_relay_until_the_position_is_reset() {
     wait_for_backfill(&db, &slot).await;
     note(&db, &outbox, "o", 0, 1).await;
     wait_for(&broker, 1).await;
+    // The reset is refused while a relay holds the slot's lease, and for an unknown slot.
+    let (code, _, err) = cli(&db, &outbox, &["outbox", "log-reset", &slot]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holds its lease"), "{err}");
+    let (code, _, err) = cli(&db, &outbox, &["outbox", "log-reset", "no_such_slot"]).await;
+    assert_eq!(code, 2, "{err}");
     relay.stop().await;
     // Another client's writes, then the binlogs up to them are purged.
     let missed = note(&db, &outbox, "o", 1, 2).await;
@@ -492,8 +528,11 @@ async fn purged_binlogs_stop_the_relay_until_the_position_is_reset() {
     assert!(error.to_string().contains("log-reset"), "{error}");
     assert_eq!(broker.len(), 1, "nothing published meanwhile");
 
-    let ops = Operations::new(db.conn().clone(), outbox.clone());
-    assert!(ops.reset_log_position(&slot).await.unwrap());
+    // The documented step: `outbox log-reset SLOT`.
+    let (code, out, err) = cli(&db, &outbox, &["outbox", "log-reset", &slot]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("position forgotten"), "{out}");
+    assert_eq!(stored_position(&db, &slot).await, None);
     let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
     // The table's pending rows: the one published before (again, same id), the missed two,
     // the last one; then the stream.
@@ -588,5 +627,108 @@ async fn a_killed_dump_a_rotation_and_a_server_restart_lose_nothing() {
     let report = relay.stop().await;
     assert_eq!(broker.message_ids(), expected, "each once, in commit order");
     assert!(report.restarts >= 2, "{report:?}");
+    db.close().await;
+}
+
+/// The variables that make [`binlog_relay_process`] run a relay.
+const CHILD_URL: &str = "OUTBOX_BINLOG_RELAY_CHILD_URL";
+const CHILD_SLOT: &str = "OUTBOX_BINLOG_RELAY_CHILD_SLOT";
+
+/// Not a test of its own: the relay **process** that
+/// `a_standby_takes_over_after_sigkill_of_the_relay_process` starts and kills (this test
+/// binary run again with `--ignored --exact binlog_relay_process`). Without its variables
+/// it returns at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process of a_standby_takes_over_after_sigkill_of_the_relay_process"]
+async fn binlog_relay_process() {
+    let (Ok(url), Ok(slot)) = (std::env::var(CHILD_URL), std::env::var(CHILD_SLOT)) else {
+        return;
+    };
+    let db = sea_orm::Database::connect(&url).await.unwrap();
+    let relay = LogRelay::builder(db, Outbox::default(), InProcessBroker::new())
+        .slot(slot)
+        .connection_url(url)
+        .instance_id("child-process")
+        .lease_ttl(Duration::from_secs(2))
+        .heartbeat_interval(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    // Runs until killed.
+    relay.run(CancellationToken::new()).await.unwrap();
+}
+
+/// The active log relay is a process of its own; SIGKILL ends it without a word (no final
+/// position stored, no lease release). The standby in this process takes the slot over
+/// within the lease TTL and publishes what comes next (and what the dead one had not
+/// stored, with the same ids); nothing is invented.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_takes_over_after_sigkill_of_the_relay_process() {
+    let test = "a_standby_takes_over_after_sigkill_of_the_relay_process";
+    let Some((db, outbox)) = binlog_db(test).await else {
+        return;
+    };
+    let slot = slot_name();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "binlog_relay_process",
+            "--nocapture",
+        ])
+        .env(CHILD_URL, db.url())
+        .env(CHILD_SLOT, &slot)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let owner = format!(
+        "SELECT owner FROM outbox_log_slots WHERE slot = '{slot}' \
+         AND lease_expires_at > UTC_TIMESTAMP(6)"
+    );
+    eventually("the relay process never took the slot", async || {
+        scalar(&db, &owner).await.as_deref() == Some("child-process")
+    })
+    .await;
+    wait_for_backfill(&db, &slot).await;
+    let ttl = Duration::from_secs(2);
+    let broker = InProcessBroker::new();
+    let standby = Running::start(
+        log_relay(&db, &outbox, &broker, &slot)
+            .lease_ttl(ttl)
+            .instance_id("standby")
+            .build()
+            .unwrap(),
+    );
+    let before = note(&db, &outbox, "a", 0, 3).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(broker.is_empty(), "the standby stands by");
+    child.kill().unwrap(); // SIGKILL
+    let killed = std::time::Instant::now();
+    child.wait().unwrap();
+    let after = note(&db, &outbox, "a", 3, 2).await;
+    assert!(
+        broker
+            .wait_until(WAIT, |b| b.message_ids().ends_with(&after))
+            .await,
+        "the standby published {:?}",
+        broker.message_ids()
+    );
+    let took = killed.elapsed();
+    assert_eq!(scalar(&db, &owner).await.as_deref(), Some("standby"));
+    let ids = broker.message_ids();
+    assert!(
+        ids.iter()
+            .all(|id| before.contains(id) || after.contains(id)),
+        "nothing invented: {ids:?}"
+    );
+    eprintln!(
+        "standby published {} events {took:?} after SIGKILL of the relay process (TTL {ttl:?})",
+        ids.len()
+    );
+    assert!(
+        took < ttl + Duration::from_secs(2),
+        "took over after {took:?}"
+    );
+    standby.stop().await;
     db.close().await;
 }

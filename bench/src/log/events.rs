@@ -14,13 +14,13 @@ use uuid::Uuid;
 use super::BoxError;
 
 /// The domain event.
-pub(super) enum BenchEvent {
+pub(crate) enum BenchEvent {
     /// An order was placed.
     Placed(OrderPlacedV1),
 }
 
 /// Maps [`BenchEvent`] to its contract.
-pub(super) struct BenchContracts;
+pub(crate) struct BenchContracts;
 
 impl ContractMapper<BenchEvent> for BenchContracts {
     fn map(&self, event: &BenchEvent, out: &mut ContractSink<'_>) -> Result<(), MapError> {
@@ -31,7 +31,7 @@ impl ContractMapper<BenchEvent> for BenchContracts {
 }
 
 /// A new order's `OrderPlacedV1` (a fresh aggregate each time).
-pub(super) fn placed() -> OrderPlacedV1 {
+pub(crate) fn placed() -> OrderPlacedV1 {
     OrderPlacedV1 {
         order_id: Uuid::now_v7(),
         checkout_id: Uuid::now_v7(),
@@ -48,7 +48,7 @@ pub(super) fn placed() -> OrderPlacedV1 {
 }
 
 /// One unit of work raising `events` orders; returns the message ids.
-pub(super) async fn commit(
+pub(crate) async fn commit(
     db: &DatabaseConnection,
     outbox: &Outbox,
     events: usize,
@@ -62,7 +62,7 @@ pub(super) async fn commit(
 
 /// Commits `total` events through units of work of `per_commit` events each, with
 /// `clients` writers at once.
-pub(super) async fn write(
+pub(crate) async fn write(
     db: &DatabaseConnection,
     outbox: &Outbox,
     total: usize,

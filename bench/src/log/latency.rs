@@ -19,11 +19,11 @@ const OUTBOX: &str = "lat_outbox";
 /// Its log relay's slot.
 const SLOT: &str = "bench_lat";
 /// Most producers at once (each one commits at `rate / producers`).
-const MAX_PRODUCERS: usize = 64;
+pub(crate) const MAX_PRODUCERS: usize = 64;
 /// Backlog samples per second.
 const SAMPLES_PER_SECOND: u32 = 10;
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }
@@ -31,17 +31,17 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[index.min(sorted.len() - 1)]
 }
 
-fn ms(duration: Duration) -> f64 {
+pub(crate) fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
 
 /// What one step at a fixed rate gave.
-struct Step {
-    target: u32,
+pub(crate) struct Step {
+    pub(crate) target: u32,
     /// Commits per second the producers reached.
-    achieved: f64,
+    pub(crate) achieved: f64,
     /// Commit → confirmation, sorted.
-    latencies: Vec<Duration>,
+    pub(crate) latencies: Vec<Duration>,
     /// Committed events never confirmed within the wait.
     missing: usize,
     /// Events the publisher confirmed before their `commit()` returned to the producer
@@ -55,18 +55,18 @@ struct Step {
 
 impl Step {
     /// Whether the producers reached the rate.
-    fn reached(&self) -> bool {
+    pub(crate) fn reached(&self) -> bool {
         self.achieved >= 0.95 * f64::from(self.target)
     }
 
     /// Whether the relay fell behind: its backlog grew by more than 5 % of the rate per
     /// second and held more than 100 ms of events at the end, or events were left over.
-    fn behind(&self) -> bool {
+    pub(crate) fn behind(&self) -> bool {
         let rate = f64::from(self.target);
         self.missing > 0 || (self.slope > 0.05 * rate && self.end_backlog as f64 > 0.1 * rate)
     }
 
-    fn print(&self) {
+    pub(crate) fn print(&self) {
         println!(
             "{:>8}  {:>9.0}  {:>8}  {:>6.1}  {:>8.2}  {:>8.2}  {:>8.2}  {:>9.0}  {:>8}  {}",
             self.target,
@@ -113,7 +113,7 @@ fn slope(samples: &[(f64, f64)]) -> f64 {
 
 /// Producers commit one event per unit of work at `rate` in all for `seconds`, each
 /// noting when its `commit()` returned; then waits for every event's confirmation.
-async fn step(
+pub(crate) async fn step(
     db: &DatabaseConnection,
     outbox: &Outbox,
     recorder: &Recorder,
@@ -192,7 +192,7 @@ async fn step(
 
 /// The rates of the search after `first`: ×1.5, ×4/3, alternately (1 000, 1 500, 2 000,
 /// 3 000, 4 000, …), up to `max`.
-fn ladder(first: u32, max: u32) -> Vec<u32> {
+pub(crate) fn ladder(first: u32, max: u32) -> Vec<u32> {
     let mut rates = Vec::new();
     let mut rate = u64::from(first.max(1));
     let mut half = true;

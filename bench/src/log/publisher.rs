@@ -17,7 +17,7 @@ use uuid::Uuid;
 use super::{BoxError, PublisherKind};
 
 /// The publisher a relay gets.
-pub(super) enum AnyPublisher {
+pub(crate) enum AnyPublisher {
     /// Accepts every batch at once.
     Noop,
     /// NATS JetStream.
@@ -34,7 +34,7 @@ impl Publisher for AnyPublisher {
 }
 
 /// Counts what its publisher confirmed; see the [module documentation](self).
-pub(super) struct Recorder {
+pub(crate) struct Recorder {
     inner: AnyPublisher,
     confirmed: AtomicUsize,
     target: AtomicUsize,
@@ -52,7 +52,7 @@ pub(super) struct Recorder {
 
 impl Recorder {
     /// Wraps `inner`; with `record`, notes the confirmation time of every event.
-    pub(super) fn new(inner: AnyPublisher, record: bool) -> Self {
+    pub(crate) fn new(inner: AnyPublisher, record: bool) -> Self {
         Self {
             inner,
             confirmed: AtomicUsize::new(0),
@@ -67,33 +67,33 @@ impl Recorder {
     }
 
     /// `publish` calls so far.
-    pub(super) fn calls(&self) -> usize {
+    pub(crate) fn calls(&self) -> usize {
         self.calls.load(Ordering::SeqCst)
     }
 
     /// When the first event was confirmed.
-    pub(super) fn first(&self) -> Option<Instant> {
+    pub(crate) fn first(&self) -> Option<Instant> {
         self.first.get().copied()
     }
 
     /// Counts events that occurred before `at` as stale from now on.
-    pub(super) fn not_before(&self, at: chrono::DateTime<chrono::Utc>) {
+    pub(crate) fn not_before(&self, at: chrono::DateTime<chrono::Utc>) {
         self.not_before
             .store(at.timestamp_micros(), Ordering::SeqCst);
     }
 
     /// Events confirmed that occurred before [`not_before`](Self::not_before).
-    pub(super) fn stale(&self) -> usize {
+    pub(crate) fn stale(&self) -> usize {
         self.stale.load(Ordering::SeqCst)
     }
 
     /// Events confirmed so far.
-    pub(super) fn confirmed(&self) -> usize {
+    pub(crate) fn confirmed(&self) -> usize {
         self.confirmed.load(Ordering::SeqCst)
     }
 
     /// Waits until `target` events are confirmed in all; `false` after `limit`.
-    pub(super) async fn wait_for(&self, target: usize, limit: Duration) -> bool {
+    pub(crate) async fn wait_for(&self, target: usize, limit: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + limit;
         self.target.store(target, Ordering::SeqCst);
         loop {
@@ -110,7 +110,7 @@ impl Recorder {
     }
 
     /// The confirmation times noted so far, emptied.
-    pub(super) fn take_arrivals(&self) -> HashMap<Uuid, Instant> {
+    pub(crate) fn take_arrivals(&self) -> HashMap<Uuid, Instant> {
         self.arrivals
             .as_ref()
             .and_then(|arrivals| {
@@ -157,7 +157,7 @@ impl Publisher for Recorder {
 }
 
 /// Where the publishers of one kind go: nothing, or a NATS server.
-pub(super) enum Sink {
+pub(crate) enum Sink {
     /// The no-op publisher.
     Noop,
     /// NATS JetStream at this client's server.
@@ -165,13 +165,13 @@ pub(super) enum Sink {
 }
 
 /// A destination made for one measurement, deleted by [`Destination::delete`].
-pub(super) struct Destination {
+pub(crate) struct Destination {
     stream: Option<(async_nats::Client, NatsStream)>,
 }
 
 impl Sink {
     /// Connects to the broker of `kind`.
-    pub(super) async fn connect(kind: PublisherKind, nats_url: &str) -> Result<Self, BoxError> {
+    pub(crate) async fn connect(kind: PublisherKind, nats_url: &str) -> Result<Self, BoxError> {
         match kind {
             PublisherKind::Noop => Ok(Self::Noop),
             PublisherKind::Nats => {
@@ -189,7 +189,7 @@ impl Sink {
     }
 
     /// A publisher to a fresh destination (a new JetStream stream, file storage).
-    pub(super) async fn fresh(&self) -> Result<(AnyPublisher, Destination), BoxError> {
+    pub(crate) async fn fresh(&self) -> Result<(AnyPublisher, Destination), BoxError> {
         match self {
             Self::Noop => Ok((AnyPublisher::Noop, Destination { stream: None })),
             Self::Nats(client) => {
@@ -212,7 +212,7 @@ impl Sink {
 
 impl Destination {
     /// Deletes the destination.
-    pub(super) async fn delete(self) -> Result<(), BoxError> {
+    pub(crate) async fn delete(self) -> Result<(), BoxError> {
         if let Some((client, stream)) = self.stream {
             stream.delete(&client).await?;
         }

@@ -74,6 +74,15 @@ pub enum OutboxCliError {
         /// Its state.
         status: crate::record::log_dead_letter::LogDeadLetterStatus,
     },
+    /// `log-reset` of a slot that does not exist or whose lease a relay holds.
+    #[error(
+        "log relay slot `{slot}` was not reset: no such slot in this outbox, or a relay holds \
+         its lease (stop every log relay of the slot, then run it again)"
+    )]
+    LogResetRefused {
+        /// The slot.
+        slot: String,
+    },
 }
 
 impl From<DbErr> for OutboxCliError {
@@ -173,6 +182,16 @@ impl OutboxCommand {
             OutboxAction::InboxDead(command) => inbox_dead(ops, &command.action, out).await,
             #[cfg(feature = "log-relay")]
             OutboxAction::LogDead(command) => log_dead(ops, &command.action, out).await,
+            #[cfg(feature = "log-relay")]
+            OutboxAction::LogReset(args) => {
+                if !ops.reset_log_position(&args.slot).await? {
+                    return Err(OutboxCliError::LogResetRefused {
+                        slot: args.slot.clone(),
+                    });
+                }
+                super::output::log_relay::reset(out, &args.slot)?;
+                Ok(Outcome::Success)
+            }
         }
     }
 }

@@ -1,7 +1,9 @@
-//! The arguments of `outbox log-dead …` (features `cli` and `log-relay`): the log relay's
-//! dead letters and parked events — list, show, requeue, skip (run by `execute`). Entries are identified by the table's
-//! numeric `id`; requeue and skip apply to `dead` entries, and the active log relay acts on
-//! them at its next heartbeat.
+//! The arguments of the log relay's subcommands (features `cli` and `log-relay`), run by
+//! `execute`: `outbox log-dead …` works on its dead letters and parked events — list,
+//! show, requeue, skip. Entries are identified by the table's numeric `id`; requeue and
+//! skip apply to `dead` entries, and the active log relay acts on them at its next
+//! heartbeat. `outbox log-reset SLOT` forgets a slot's stored position (MariaDB's recovery
+//! after purged binlogs).
 
 use clap::{Args, Subcommand};
 use outbox_core::cli::OutputFormat;
@@ -115,4 +117,12 @@ pub struct LogDeadSkipArgs {
     /// Who skips (default `$USER`, else `cli`).
     #[arg(long)]
     pub actor: Option<String>,
+}
+
+/// Arguments of `outbox log-reset`.
+#[derive(Debug, Clone, Args)]
+#[non_exhaustive]
+pub struct LogResetArgs {
+    /// The log relay's slot (its `slot` setting).
+    pub slot: String,
 }

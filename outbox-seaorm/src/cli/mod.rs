@@ -16,6 +16,7 @@
 //! my-ops outbox log-dead show ID [--format human|json]
 //! my-ops outbox log-dead requeue ID… [--actor A]
 //! my-ops outbox log-dead skip ID --reason R [--actor A]
+//! my-ops outbox log-reset SLOT
 //! my-ops schemas …                       (outbox_core::cli)
 //! ```
 //!
@@ -63,6 +64,9 @@
 //!
 //! `log-dead` (with the `log-relay` feature) works on the log relay's dead letters and
 //! parked events (`<outbox>_log_dead_letters`, see the `log` module of [`crate::relay`]);
+//! `log-reset SLOT` forgets a slot's stored position on MariaDB after its binlogs were
+//! purged (the next start backfills the pending rows; refused while a relay holds the
+//! lease);
 //! `status` shows the outbox's write mode and, when a log relay runs on it, its slots
 //! (active relay, lag, `wal_status`, backfill) and its dead letters.
 //!
@@ -107,7 +111,7 @@ pub use execute::{OutboxCliError, Outcome};
 #[cfg(feature = "log-relay")]
 pub use log_relay::{
     LogDeadAction, LogDeadCommand, LogDeadListArgs, LogDeadRequeueArgs, LogDeadShowArgs,
-    LogDeadSkipArgs, LogDeadStatusArg,
+    LogDeadSkipArgs, LogDeadStatusArg, LogResetArgs,
 };
 
 /// Runs the command line with the process's arguments on `db` and `outbox`, printing to

@@ -93,6 +93,8 @@ pub(crate) struct FileLog {
     pub(crate) message_prefix: Option<String>,
     pub(crate) heartbeat_interval: Option<String>,
     pub(crate) feedback_interval: Option<String>,
+    /// MariaDB: the server id the relay's binlog dump registers with.
+    pub(crate) replica_server_id: Option<u32>,
 }
 
 /// `[relay.broker]`: where the relay publishes.

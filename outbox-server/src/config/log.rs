@@ -52,6 +52,9 @@ pub(crate) fn check_log(
             *target = interval;
         }
     }
+    if log.replica_server_id.is_some() {
+        config.replica_server_id = log.replica_server_id;
+    }
     // The shared settings the file gives; the others keep the log relay's own defaults
     // (e.g. its 10 s lease TTL, not the polling relay's). When they did not check, the
     // log section is still checked below, with the defaults in their place.
@@ -79,7 +82,8 @@ pub(crate) fn check_log(
     for problem in config.problems() {
         if let LogRelayError::Config { setting, reason } = problem {
             let at = match setting {
-                "slot" | "publication" | "heartbeat_interval" | "feedback_interval" => {
+                "slot" | "publication" | "heartbeat_interval" | "feedback_interval"
+                | "replica_server_id" => {
                     format!("{log_path}.{setting}")
                 }
                 _ => format!("{path}.{setting}"),

@@ -22,8 +22,9 @@ use super::value::choice;
 pub enum RelayMethod {
     /// The polling relay (every database): claims rows under leases.
     Polling,
-    /// The log relay (PostgreSQL with `wal_level = logical`): tails the outbox's inserts
-    /// through a replication slot. Its configuration is complete and checked, but for the
+    /// The log relay: tails the outbox's inserts through a replication slot (PostgreSQL
+    /// with `wal_level = logical`) or the binary log (MariaDB with `log_bin`, row
+    /// format). Its configuration is complete and checked, but for the
     /// replication connection's URL: the relay's database URL, given when it starts.
     Log(Box<LogRelayConfig>),
 }
@@ -223,12 +224,12 @@ fn database_url_problem(url: &str, log: bool) -> Option<String> {
         }
     };
     match (parsed.scheme(), log) {
-        ("postgres" | "postgresql", _) => None,
-        ("mysql" | "mariadb" | "sqlite", false) => None,
-        ("mysql" | "mariadb" | "sqlite", true) => Some(format!(
-            "the log relay reads PostgreSQL's log: `{}://` is not PostgreSQL (use `method = \"polling\"`)",
-            parsed.scheme()
-        )),
+        ("postgres" | "postgresql" | "mysql" | "mariadb", _) | ("sqlite", false) => None,
+        ("sqlite", true) => Some(
+            "the log relay reads PostgreSQL's write-ahead log or MariaDB's binary log: SQLite has \
+             neither (use `method = \"polling\"`)"
+                .to_owned(),
+        ),
         (scheme, _) => Some(format!(
             "scheme `{scheme}://` is not a database the relay knows: `postgres://`, `mysql://`, `mariadb://` or `sqlite://`"
         )),

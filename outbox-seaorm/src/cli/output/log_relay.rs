@@ -150,3 +150,12 @@ pub(crate) fn acted(
             .unwrap_or_default()
     )
 }
+
+/// `outbox log-reset`: what was done and what happens next.
+pub(crate) fn reset(out: &mut (dyn Write + Send), slot: &str) -> io::Result<()> {
+    writeln!(
+        out,
+        "log relay slot {slot}: position forgotten; its next start publishes the pending rows \
+         from a new snapshot, then streams on"
+    )
+}

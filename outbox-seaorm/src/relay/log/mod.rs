@@ -1,6 +1,17 @@
-//! The log relay (feature `log-relay`, PostgreSQL only): publishes every committed outbox
-//! row by tailing PostgreSQL's write-ahead log through logical decoding (`pgoutput`), as
-//! Debezium does — without a JVM, Kafka Connect or Kafka, to any [`Publisher`].
+//! The log relay: publishes every committed outbox row by tailing the database's log, as
+//! Debezium does — without a JVM, Kafka Connect or Kafka, to any [`Publisher`]. Two log
+//! sources, picked by the connection's backend:
+//!
+//! | feature | database | log | position kept by |
+//! |---|---|---|---|
+//! | `log-relay` | PostgreSQL, `wal_level = logical` | the write-ahead log through logical decoding (`pgoutput`) | the server's replication slot |
+//! | `log-relay-mariadb` | MariaDB with `log_bin`, `binlog_format = ROW` | the binary log, dumped as a replica from a GTID position | the relay, in `<outbox>_log_slots` (after the broker confirmed) |
+//!
+//! What follows describes PostgreSQL; MariaDB's differences are in the `binlog` module's
+//! documentation and in the book's chapter *The log relay on MariaDB* (start-up checks of
+//! the binlog settings and privileges, a consistent snapshot for the first start, the
+//! stored GTID position, [`LogRelayError::PositionPurged`] when the binlogs holding it are
+//! gone, table mode only).
 //!
 //! ```no_run
 //! use outbox_core::in_process::InProcessBroker;
