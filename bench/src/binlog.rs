@@ -17,8 +17,8 @@
 //!   Printed: events/s of each, b/a and b/c per round and their medians, and the CPU per
 //!   event of this process and of `mariadbd`.
 //! - **latency** ([`latency`]): producers commit one event per unit of work at a fixed rate
-//!   (default 1 000/s) for `--seconds` while (a) a polling relay (its defaults: 100 ms poll
-//!   interval; MariaDB has no wake-up) and (b) a log relay run in turn; commit
+//!   (default 1 000/s) for `--seconds` while (a) a polling relay (polling every 50 ms:
+//!   MariaDB has no wake-up) and (b) a log relay (its defaults) run in turn; commit
 //!   (`commit()` returned) → publisher confirmation p50 / p99 / max.
 //!
 //! ```text

@@ -318,10 +318,15 @@ async fn pending_rows_are_backfilled_then_the_binlog_streams_in_commit_order() {
         .status()
         .await
         .unwrap();
-    let shown = status.log_relay.expect("the log relay's slots in the status");
+    let shown = status
+        .log_relay
+        .expect("the log relay's slots in the status");
     assert_eq!(shown.slots.len(), 1, "{shown:?}");
     assert_eq!(shown.slots[0].slot, slot);
-    assert!(shown.slots[0].streaming && shown.slots[0].backfilled, "{shown:?}");
+    assert!(
+        shown.slots[0].streaming && shown.slots[0].backfilled,
+        "{shown:?}"
+    );
     assert!(shown.slots[0].active_relay.is_some(), "{shown:?}");
     let report = relay.stop().await;
     assert_eq!(report.published, 6, "{report:?}");
