@@ -7,6 +7,7 @@
 //! cargo run -p bookstore -- --database mysql://root@127.0.0.1:3306/test --broker nats
 //! cargo run -p bookstore -- --scenario 4
 //! cargo run -p bookstore -- --database postgres://…(wal_level=logical) --relay log
+//! cargo run -p bookstore -- --database mysql://…(log_bin, binlog_format=ROW) --relay log
 //! ```
 //!
 //! Exits non-zero when a scenario could not run or measured facts other than the article's.
@@ -42,8 +43,9 @@ enum BrokerKind {
 enum RelayKind {
     /// The polling relay: claims pending rows, marks them published (any database).
     Polling,
-    /// The log relay: tails PostgreSQL's write-ahead log (PostgreSQL with
-    /// wal_level=logical; elsewhere scenarios 3–6 are skipped, saying what is missing).
+    /// The log relay: tails PostgreSQL's write-ahead log (wal_level=logical) or MariaDB's
+    /// binary log (log_bin, row format); elsewhere scenarios 3–6 are skipped, saying what
+    /// is missing.
     Log,
 }
 

@@ -2,8 +2,9 @@
 //! article's facts and 5–6 as skipped, and exits 0; with `--database postgres://…` it runs
 //! all six; with `--database mysql://…` all but 5; with `--broker nats` the same facts come
 //! through NATS JetStream. With `--relay log` on a `wal_level = logical` cluster of the
-//! tests' own, scenarios 3–6 run through the log relay; on SQLite (or a server without
-//! logical decoding) they are skipped with the log relay's reason. Exit codes and the key
+//! tests' own, or on a MariaDB of their own with its binary log on, scenarios 3–6 run
+//! through the log relay; on SQLite (or a server without logical decoding or binary log)
+//! they are skipped with the log relay's reason. Exit codes and the key
 //! lines are asserted.
 //!
 //! Service-backed runs fail when the service is unreachable, saying what is missing; with
@@ -11,6 +12,7 @@
 
 use std::process::{Command, Output};
 
+use outbox_tests::binlog_mariadb::BinlogMariaDb;
 use outbox_tests::logical_pg::LogicalPostgres;
 use outbox_tests::{Service, service};
 use sea_orm::{ConnectionTrait, Database, DbBackend, Statement};
@@ -385,6 +387,73 @@ async fn the_demo_with_the_log_relay_runs_3_to_6_on_a_logical_cluster() {
     );
 }
 
+/// `--relay log --database mysql://…` on a MariaDB with its binary log: scenarios 3–6 run
+/// through the log relay on the binlog, with the article's facts (block 5: commit order).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_with_the_log_relay_runs_3_to_6_on_mariadbs_binary_log() {
+    let test = "the_demo_with_the_log_relay_runs_3_to_6_on_mariadbs_binary_log";
+    let Some(server) = BinlogMariaDb::shared(test).await else {
+        return;
+    };
+    let url = server.admin_url();
+    let (stdout, output) = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || demo(&["--database", &url, "--relay", "log"])
+    })
+    .await
+    .expect("the demo ran");
+    assert!(
+        output.status.success(),
+        "exit status {:?}\n{stdout}",
+        output.status
+    );
+    assert!(stdout.contains("relay:    log"), "{stdout}");
+    assert_log_scenarios_3_to_6(&stdout);
+    assert!(
+        stdout.contains("7 scenario(s) with the article's facts, 0 skipped, 0 failed"),
+        "{stdout}"
+    );
+}
+
+/// The machine's MariaDB runs without its binary log: the log relay's start-up check
+/// skips the scenario, saying what to change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_relay_on_mariadb_without_a_binary_log_skips_with_the_reason() {
+    let test = "the_log_relay_on_mariadb_without_a_binary_log_skips_with_the_reason";
+    let Some(url) = service(Service::MariaDb, test) else {
+        return;
+    };
+    let admin = Database::connect(&url).await.expect("MariaDB answers");
+    let log_bin: i64 = admin
+        .query_one_raw(Statement::from_string(
+            DbBackend::MySql,
+            "SELECT @@log_bin AS log_bin",
+        ))
+        .await
+        .expect("log_bin")
+        .expect("a row")
+        .try_get("", "log_bin")
+        .expect("a number");
+    let _ = admin.close().await;
+    let (stdout, output) = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || demo(&["--database", &url, "--relay", "log", "--scenario", "3"])
+    })
+    .await
+    .expect("the demo ran");
+    assert!(output.status.success(), "exit status {:?}", output.status);
+    let three = block(&stdout, 3);
+    if log_bin == 1 {
+        assert!(!three.contains("skipped"), "{three}");
+    } else {
+        assert_lines(
+            &three,
+            &["skipped: --relay log: MariaDB runs with log_bin = "],
+        );
+        assert!(three.contains("--log-bin"), "{three}");
+    }
+}
+
 #[test]
 fn the_log_relay_on_sqlite_skips_3_to_6_with_the_reason() {
     let (stdout, output) = demo(&["--relay", "log"]);
@@ -393,7 +462,10 @@ fn the_log_relay_on_sqlite_skips_3_to_6_with_the_reason() {
     for n in 3..=6 {
         assert_lines(
             &block(&stdout, n),
-            &["skipped: --relay log: the log relay needs PostgreSQL (found SQLite)"],
+            &[
+                "skipped: --relay log: the log relay needs PostgreSQL, or MariaDB with the feature \
+               log-relay-mariadb and a table-mode outbox (found SQLite)",
+            ],
         );
     }
     assert_lines(&block(&stdout, 1), &["check: ok"]);

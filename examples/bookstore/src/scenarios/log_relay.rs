@@ -2,10 +2,11 @@
 //! broker channel and replication slot), the demo's timings, a relay running in a task of
 //! its own, and the prerequisites that skip a scenario instead of failing it.
 //!
-//! Slots are server-wide: each scenario streams from a slot of its own
+//! Slots are server-wide on PostgreSQL: each scenario streams from a slot of its own
 //! (`bookstore_s<N>_<uuid>`), dropped at its end once its relays stopped (PostgreSQL does
 //! not drop a database that still has one; the demo's database cleanup drops a slot a
-//! failed scenario left behind).
+//! failed scenario left behind). On MariaDB (its binary log) a slot is a row of the
+//! outbox's `outbox_log_slots` holding the stored GTID position, gone with the database.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,15 +31,19 @@ pub(crate) const WAIT: Duration = Duration::from_secs(20);
 /// The demo's lease TTL: a standby takes over within it after the active relay died.
 pub(crate) const LEASE_TTL: Duration = Duration::from_secs(2);
 
-/// The scenario is skipped when the log relay lacks a prerequisite — another database than
-/// PostgreSQL, `wal_level` below `logical`, a role without `REPLICATION`, no free slot — with
-/// the relay's own message, which says what is missing; any other error fails it.
+/// The scenario is skipped when the log relay lacks a prerequisite — a database without
+/// a log it reads (SQLite), `wal_level` below `logical`, a role without `REPLICATION`, no
+/// free slot, MariaDB without its binary log in row format or without the replication
+/// privileges — with the relay's own message, which says what is missing; any other error
+/// fails it.
 pub(crate) fn failure(error: LogRelayError) -> DemoError {
     match error {
         LogRelayError::NotPostgres { .. }
         | LogRelayError::WalLevel { .. }
         | LogRelayError::NoReplicationPrivilege { .. }
-        | LogRelayError::NoFreeSlot { .. } => DemoError::Skipped {
+        | LogRelayError::NoFreeSlot { .. }
+        | LogRelayError::BinlogSetting { .. }
+        | LogRelayError::NoBinlogPrivilege { .. } => DemoError::Skipped {
             reason: format!("--relay log: {error}"),
         },
         other => DemoError::LogRelay(other),
@@ -144,8 +149,17 @@ impl LogStage<'_> {
         }
     }
 
-    /// The slot's confirmed position (`confirmed_flush_lsn`): what relays acknowledged.
+    /// Whether the stage is a MariaDB (its binary log) rather than a PostgreSQL.
+    fn binlog(&self) -> bool {
+        self.db.get_database_backend() == DbBackend::MySql
+    }
+
+    /// The slot's confirmed position: what relays acknowledged (PostgreSQL's
+    /// `confirmed_flush_lsn`; on MariaDB the GTID position the relay stored).
     pub(crate) async fn confirmed_position(&self) -> Result<String, DemoError> {
+        if self.binlog() {
+            return Ok(self.stored_position().await?.unwrap_or_default());
+        }
         self.text(Statement::from_sql_and_values(
             DbBackend::Postgres,
             "SELECT confirmed_flush_lsn::text AS value FROM pg_replication_slots \
@@ -155,13 +169,56 @@ impl LogStage<'_> {
         .await
     }
 
-    /// The server's current write position.
+    /// The server's current write position (an LSN, or MariaDB's `@@gtid_binlog_pos`).
     pub(crate) async fn current_position(&self) -> Result<String, DemoError> {
+        let query = if self.binlog() {
+            "SELECT @@gtid_binlog_pos AS value"
+        } else {
+            "SELECT pg_current_wal_lsn()::text AS value"
+        };
         self.text(Statement::from_string(
-            DbBackend::Postgres,
-            "SELECT pg_current_wal_lsn()::text AS value",
+            self.db.get_database_backend(),
+            query,
         ))
         .await
+    }
+
+    /// MariaDB: the GTID position stored for the slot, if any.
+    async fn stored_position(&self) -> Result<Option<String>, DemoError> {
+        let row = self
+            .db
+            .query_one_raw(Statement::from_sql_and_values(
+                DbBackend::MySql,
+                "SELECT acknowledged_lsn AS value FROM outbox_log_slots WHERE slot = ?",
+                [self.slot.clone().into()],
+            ))
+            .await?;
+        Ok(row
+            .map(|row| row.try_get::<Option<String>>("", "value"))
+            .transpose()?
+            .flatten())
+    }
+
+    /// Whether the slot's confirmed position reached `position`.
+    async fn acknowledged(&self, position: &str) -> Result<bool, DemoError> {
+        if self.binlog() {
+            return Ok(self
+                .stored_position()
+                .await?
+                .is_some_and(|stored| gtids_cover(&stored, position)));
+        }
+        Ok(self
+            .db
+            .query_one_raw(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                "SELECT confirmed_flush_lsn >= $2::pg_lsn AS done FROM pg_replication_slots \
+                 WHERE slot_name = $1",
+                [self.slot.clone().into(), position.to_owned().into()],
+            ))
+            .await?
+            .map(|row| row.try_get::<bool>("", "done"))
+            .transpose()?
+            .unwrap_or(false))
     }
 
     /// Waits until the slot's confirmed position reached `position`: the relay
@@ -169,19 +226,7 @@ impl LogStage<'_> {
     pub(crate) async fn wait_acknowledged(&self, position: &str) -> Result<(), DemoError> {
         let deadline = Instant::now() + WAIT;
         loop {
-            let done = self
-                .db
-                .query_one_raw(Statement::from_sql_and_values(
-                    DbBackend::Postgres,
-                    "SELECT confirmed_flush_lsn >= $2::pg_lsn AS done FROM pg_replication_slots \
-                     WHERE slot_name = $1",
-                    [self.slot.clone().into(), position.to_owned().into()],
-                ))
-                .await?
-                .map(|row| row.try_get::<bool>("", "done"))
-                .transpose()?
-                .unwrap_or(false);
-            if done {
+            if self.acknowledged(position).await? {
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -194,8 +239,14 @@ impl LogStage<'_> {
         }
     }
 
-    /// Whether a replication connection streams from the slot now.
+    /// Whether a replication connection streams from the slot now. On MariaDB: the slot's
+    /// first start finished (its backfill) and its stored position caught up with the
+    /// server's, so that what the scenario commits next is what moves it.
     async fn active(&self) -> Result<bool, DemoError> {
+        if self.binlog() {
+            let current = self.current_position().await?;
+            return self.acknowledged(&current).await;
+        }
         let active = self
             .db
             .query_one_raw(Statement::from_sql_and_values(
@@ -221,6 +272,29 @@ impl LogStage<'_> {
     }
 }
 
+/// Whether the MariaDB GTID position `stored` (`domain-server-sequence`, comma separated)
+/// covers `target`: for every domain of `target`, `stored` holds a sequence at least as
+/// high.
+fn gtids_cover(stored: &str, target: &str) -> bool {
+    let parse = |position: &str| -> Vec<(u64, u64)> {
+        position
+            .split(',')
+            .filter_map(|gtid| {
+                let mut parts = gtid.trim().split('-');
+                let domain = parts.next()?.parse().ok()?;
+                let sequence = parts.nth(1)?.parse().ok()?;
+                Some((domain, sequence))
+            })
+            .collect()
+    };
+    let stored = parse(stored);
+    parse(target).iter().all(|(domain, sequence)| {
+        stored
+            .iter()
+            .any(|(held, reached)| held == domain && reached >= sequence)
+    })
+}
+
 /// Whether `url`'s user info has a password.
 fn has_password(url: &str) -> bool {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
@@ -231,8 +305,12 @@ fn has_password(url: &str) -> bool {
 }
 
 /// Drops `slot` once no relay streams from it (a stopped relay's walsender exits a moment
-/// later); a slot that stays busy is left to the database cleanup.
+/// later); a slot that stays busy is left to the database cleanup. MariaDB keeps no slot
+/// on the server.
 async fn drop_slot(db: &DatabaseConnection, slot: &str) {
+    if db.get_database_backend() == DbBackend::MySql {
+        return;
+    }
     let statement = Statement::from_sql_and_values(
         DbBackend::Postgres,
         "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
@@ -352,5 +430,14 @@ mod tests {
         assert!(has_password("postgres://app:secret@db:5432/app"));
         assert!(!has_password("postgres://postgres@127.0.0.1:5432/postgres"));
         assert!(!has_password("postgres://127.0.0.1/x?user=a:b@c"));
+    }
+
+    #[test]
+    fn compares_gtid_positions_per_domain() {
+        assert!(gtids_cover("0-1-7", "0-1-7"));
+        assert!(gtids_cover("0-1-8,1-2-3", "0-1-7"));
+        assert!(!gtids_cover("0-1-6", "0-1-7"));
+        assert!(!gtids_cover("0-1-9", "0-1-7,1-1-1"));
+        assert!(gtids_cover("0-1-9", ""));
     }
 }

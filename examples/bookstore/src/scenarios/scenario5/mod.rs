@@ -8,12 +8,13 @@
 //! her event is lost without an error. The framework's relay keeps its progress on the row
 //! (`status = 'pending'`) and publishes Ada's event too.
 //!
-//! PostgreSQL only: it needs MVCC visibility with sequence values handed out at insert
-//! time, and the deferred trigger used as the gate.
+//! With the polling relay, PostgreSQL only: it needs MVCC visibility with sequence values
+//! handed out at insert time, and the deferred trigger used as the gate.
 //!
 //! With `--relay log` the same gate holds Ada's commit while the log relay streams
 //! ([`log`]): it publishes Alan's event at his commit and Ada's at hers — commit order —
-//! and loses nothing.
+//! and loses nothing. On MariaDB (its binary log) the gate is a trigger on Ada's outbox row
+//! waiting for a row lock.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -219,7 +220,7 @@ async fn read(
 ) -> Result<Vec<(i64, String)>, DemoError> {
     let rows = db
         .query_all_raw(Statement::from_string(
-            DbBackend::Postgres,
+            db.get_database_backend(),
             format!(
                 "SELECT seq, aggregate_id FROM {} WHERE {condition} ORDER BY seq",
                 outbox.outbox_table()
@@ -316,8 +317,10 @@ async fn play(db: &DatabaseConnection, channel: &Channel) -> Result<Scenario5, D
     })
 }
 
-/// Ada's checkout, held at its `COMMIT` by the gate: a deferred trigger on her order waits
-/// for an advisory lock the scenario holds — after her outbox row got its sequence number.
+/// Ada's checkout, held by the gate after her outbox row got its sequence number: on
+/// PostgreSQL a deferred trigger on her order waits at her `COMMIT` for an advisory lock
+/// the scenario holds; on MariaDB (no deferred triggers) a trigger on her outbox row waits
+/// for a row lock the scenario holds.
 pub(crate) struct AdaAtTheGate {
     gate: DatabaseTransaction,
     checkout: JoinHandle<Result<Order, PlaceOrderError>>,
@@ -328,18 +331,51 @@ impl AdaAtTheGate {
     /// gate.
     pub(crate) async fn start(db: &DatabaseConnection, outbox: &Outbox) -> Result<Self, DemoError> {
         let ada = Uuid::now_v7();
-        let key = i64::from(rand_key());
-        db.execute_unprepared(&format!(
-            "CREATE FUNCTION ada_gate() RETURNS trigger LANGUAGE plpgsql AS $$ \
-             BEGIN PERFORM pg_advisory_xact_lock_shared({key}); RETURN NULL; END $$; \
-             CREATE CONSTRAINT TRIGGER ada_gate AFTER INSERT ON orders \
-             DEFERRABLE INITIALLY DEFERRED FOR EACH ROW \
-             WHEN (NEW.customer_id = '{ada}') EXECUTE FUNCTION ada_gate()"
-        ))
-        .await?;
-        let gate = db.begin().await?;
-        gate.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({key})"))
+        let backend = db.get_database_backend();
+        let gate = if backend == DbBackend::MySql {
+            // After her outbox row is inserted (its `seq` taken), the trigger waits for the
+            // gate's row, locked by the scenario until it opens the gate.
+            let table = outbox.outbox_table();
+            for statement in [
+                "CREATE TABLE ada_gate (id INT PRIMARY KEY)".to_owned(),
+                "INSERT INTO ada_gate VALUES (1)".to_owned(),
+                format!(
+                    "CREATE TRIGGER ada_gate AFTER INSERT ON {table} FOR EACH ROW \
+                     BEGIN IF NEW.payload LIKE '%{ada}%' THEN \
+                     SELECT id INTO @ada_gate FROM ada_gate WHERE id = 1 FOR UPDATE; \
+                     END IF; END"
+                ),
+            ] {
+                db.execute_unprepared(&statement).await?;
+            }
+            let gate = db.begin().await?;
+            gate.execute_unprepared("SELECT id FROM ada_gate WHERE id = 1 FOR UPDATE")
+                .await?;
+            gate
+        } else {
+            let key = i64::from(rand_key());
+            db.execute_unprepared(&format!(
+                "CREATE FUNCTION ada_gate() RETURNS trigger LANGUAGE plpgsql AS $$ \
+                 BEGIN PERFORM pg_advisory_xact_lock_shared({key}); RETURN NULL; END $$; \
+                 CREATE CONSTRAINT TRIGGER ada_gate AFTER INSERT ON orders \
+                 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW \
+                 WHEN (NEW.customer_id = '{ada}') EXECUTE FUNCTION ada_gate()"
+            ))
             .await?;
+            let gate = db.begin().await?;
+            gate.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({key})"))
+                .await?;
+            gate
+        };
+        let waiting_at_the_gate = if backend == DbBackend::MySql {
+            // The trigger's locking read, running (waiting) on Ada's connection.
+            "SELECT count(*) AS waiting FROM information_schema.processlist \
+             WHERE db = DATABASE() AND info LIKE 'SELECT id INTO @ada_gate%'"
+        } else {
+            "SELECT count(*) AS waiting FROM pg_locks WHERE locktype = 'advisory' \
+             AND NOT granted AND database = \
+             (SELECT oid FROM pg_database WHERE datname = current_database())"
+        };
 
         let checkout = tokio::spawn({
             let (db, outbox) = (db.clone(), outbox.clone());
@@ -350,18 +386,23 @@ impl AdaAtTheGate {
         let started = Instant::now();
         loop {
             let waiting = db
-                .query_one_raw(Statement::from_string(
-                    DbBackend::Postgres,
-                    "SELECT count(*) AS waiting FROM pg_locks WHERE locktype = 'advisory' \
-                     AND NOT granted AND database = \
-                     (SELECT oid FROM pg_database WHERE datname = current_database())",
-                ))
+                .query_one_raw(Statement::from_string(backend, waiting_at_the_gate))
                 .await?
                 .map(|row| row.try_get::<i64>("", "waiting"))
                 .transpose()?
                 .unwrap_or(0);
             if waiting > 0 {
                 return Ok(Self { gate, checkout });
+            }
+            if checkout.is_finished() {
+                let outcome = match checkout.await {
+                    Ok(Ok(_)) => "it committed without waiting".to_owned(),
+                    Ok(Err(error)) => error.to_string(),
+                    Err(error) => error.to_string(),
+                };
+                return Err(DemoError::Outbox(format!(
+                    "Ada's checkout passed the gate: {outcome}"
+                )));
             }
             if started.elapsed() > Duration::from_secs(20) {
                 checkout.abort();
