@@ -2,7 +2,9 @@
 //! (`SIGKILL`) and started again (in the partitioned mode, the partitions a killed consumer
 //! held are watched until another instance holds them: [`Takeovers`]); every 8–15 s the
 //! producer is; every 10–20 s the broker server is killed and, 1–2 s later, started again;
-//! every 3–6 s PostgreSQL terminates the relays' backends. In the partitioned mode (leases:
+//! every 3–6 s PostgreSQL terminates the relays' backends (with the log relay on MariaDB:
+//! the server `KILL`s the binlog dump connection the active relay streams from). In the
+//! partitioned mode (leases:
 //! not Kafka), every 15–30 s a random consumer is also paused (`SIGSTOP`) for 4–6 s, past
 //! its lease TTL, then resumed (`SIGCONT`): its partitions are taken over meanwhile, and on
 //! resuming it must neither commit nor read behind their new owners. The schedule comes
@@ -212,8 +214,12 @@ async fn signal(pid: u32, signal: &str) {
     }
 }
 
-/// Terminates every backend of a relay on `database`; how many.
+/// Terminates every backend of a relay on `database` (PostgreSQL), or kills the binlog dump
+/// connections (MariaDB: the log relay's stream); how many.
 async fn terminate_relay_backends(admin: &DatabaseConnection, database: &str) -> u64 {
+    if admin.get_database_backend() == DbBackend::MySql {
+        return kill_binlog_dumps(admin).await;
+    }
     let terminated = admin
         .query_all_raw(Statement::from_sql_and_values(
             DbBackend::Postgres,
@@ -236,4 +242,37 @@ async fn terminate_relay_backends(admin: &DatabaseConnection, database: &str) ->
             0
         }
     }
+}
+
+/// `KILL`s every binlog dump connection of the server (the soak's own: only its log relay
+/// dumps); how many.
+async fn kill_binlog_dumps(admin: &DatabaseConnection) -> u64 {
+    let dumps = admin
+        .query_all_raw(Statement::from_string(
+            DbBackend::MySql,
+            "SELECT CAST(ID AS SIGNED) AS dump FROM information_schema.PROCESSLIST \
+             WHERE COMMAND LIKE 'Binlog Dump%'",
+        ))
+        .await;
+    let ids: Vec<i64> = match dumps.and_then(|rows| {
+        rows.iter()
+            .map(|row| row.try_get::<i64>("", "dump"))
+            .collect::<Result<_, _>>()
+    }) {
+        Ok(ids) => ids,
+        Err(error) => {
+            tracing::warn!(%error, "cannot list the binlog dumps");
+            return 0;
+        }
+    };
+    let mut killed = 0;
+    for id in ids {
+        match admin.execute_unprepared(&format!("KILL {id}")).await {
+            Ok(_) => killed += 1,
+            // Gone meanwhile.
+            Err(error) => tracing::debug!(%error, id, "binlog dump not killed"),
+        }
+    }
+    tracing::info!(killed, "binlog dumps killed");
+    killed
 }

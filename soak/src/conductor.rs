@@ -7,16 +7,17 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use outbox_brokers::nats::{self, NatsStream};
 use outbox_seaorm::Outbox;
 use outbox_seaorm::cli::parse_duration;
+use outbox_tests::binlog_mariadb::BinlogMariaDb;
 
 use crate::broker::BrokerServer;
 use crate::chaos;
 use crate::databases::{Databases, connect};
 use crate::error::SoakError;
-use crate::plan::{Broker, Plan};
+use crate::plan::{Broker, Plan, RelayMethod};
 use crate::process::{Kind, Processes};
 use crate::report::{Partitioned, Report};
 use crate::takeover::Takeovers;
@@ -35,15 +36,6 @@ fn default_tansu() -> PathBuf {
     });
     let home = std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo/bin/tansu"));
     on_path.or(home).unwrap_or_else(|| PathBuf::from("tansu"))
-}
-
-/// How the relays read the outbox.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum RelayMethod {
-    /// Polling with leases.
-    Polling,
-    /// Tailing PostgreSQL's log (not yet: issue 20).
-    Log,
 }
 
 /// `outbox-soak run`.
@@ -121,9 +113,6 @@ pub struct RunArgs {
 impl RunArgs {
     fn check(&self) -> Result<(), SoakError> {
         let bad = |what: &str| Err(SoakError::Setup(what.to_owned()));
-        if self.relay != RelayMethod::Polling {
-            return bad("only `--relay polling` runs so far (the log relay is issue 20)");
-        }
         if self.duration < Duration::from_secs(10) || self.duration > Duration::from_secs(86_400) {
             return bad("--duration must be between 10s and 24h");
         }
@@ -163,7 +152,27 @@ pub async fn run(args: RunArgs) -> Result<ExitCode, SoakError> {
     let seed = args.seed.unwrap_or(now.as_nanos() as u64);
     let dir = std::env::temp_dir().join(format!("outbox-{id}"));
     std::fs::create_dir_all(&dir)?;
-    let databases = Databases::new(&args.postgres, &args.mariadb, &id);
+    // The log relay reads MariaDB's binary log: the producer's database goes to a MariaDB
+    // of the soak's own with it on (stopped when the soak ends).
+    let binlog_server = match args.relay {
+        RelayMethod::Polling => None,
+        RelayMethod::Log => Some(
+            BinlogMariaDb::dedicated("outbox-soak --relay log", &[])
+                .await
+                .ok_or_else(|| {
+                    SoakError::Setup(
+                        "MariaDB's server binaries (mariadb-install-db, mariadbd) are not \
+                         installed"
+                            .to_owned(),
+                    )
+                })?,
+        ),
+    };
+    let producer_server = binlog_server.as_ref().map_or_else(
+        || args.postgres.clone(),
+        |server| format!("mysql://root@127.0.0.1:{}", server.port()),
+    );
+    let databases = Databases::new(&producer_server, &args.mariadb, &id);
     let outbox = Outbox::default();
     say(&format!("soak {id}: logs in {}", dir.display()));
 
@@ -210,7 +219,8 @@ async fn soak(
     broker: &mut BrokerServer,
 ) -> Result<Report, SoakError> {
     let plan = Plan {
-        postgres_url: databases.postgres_url(),
+        producer_url: databases.producer_url(),
+        relay: args.relay,
         mariadb_url: databases.mariadb_url(),
         broker: args.broker,
         broker_url: broker.url(),
@@ -268,7 +278,7 @@ async fn chaos_then_verify(
         processes.add(Kind::Relay(instance))?;
     }
     processes.add(Kind::Producer)?;
-    let admin = connect(&databases.postgres_admin_url(), 1).await?;
+    let admin = connect(&databases.producer_admin_url(), 1).await?;
     let started = Instant::now();
     say(&format!(
         "chaos for {:?}: {} orders at most, {} per second, over {} customers; seed {seed}",
@@ -308,10 +318,10 @@ async fn chaos_then_verify(
     }
     processes.reap()?;
     say("chaos over; waiting until quiet");
-    let producer = connect(&plan.postgres_url, 2).await?;
+    let producer = connect(&plan.producer_url, 2).await?;
     let consumer = connect(&plan.mariadb_url, 2).await?;
     let quiet = {
-        let waiting = verify::quiesce(&producer, &consumer, args.quiesce_timeout);
+        let waiting = verify::quiesce(&producer, &consumer, plan.relay, args.quiesce_timeout);
         tokio::pin!(waiting);
         // Children that die now are started again, too.
         loop {
@@ -326,6 +336,7 @@ async fn chaos_then_verify(
     let verdict = verify::verify(
         &producer,
         &consumer,
+        plan.relay,
         &outbox_seaorm::inbox::dead_letter::table(&Outbox::default()).to_string(),
     )
     .await?;
@@ -333,6 +344,7 @@ async fn chaos_then_verify(
     consumer.close().await?;
     let mut report = Report::new(
         args.broker.name(),
+        plan.relay.name(),
         faults,
         seed,
         chaos_time,

@@ -1,6 +1,7 @@
-//! The soak's two databases: PostgreSQL for the producer (its `soak_orders` table and the
-//! outbox) and MariaDB for the consumers (the inbox and their `soak_effects` table). Both
-//! are made for one soak and dropped after it.
+//! The soak's two databases: the producer's (its `soak_orders` table and the outbox; on
+//! PostgreSQL, or on the soak's binlog-enabled MariaDB for the log relay) and the
+//! consumers' on MariaDB (the inbox and their `soak_effects` table). Both are made for one
+//! soak and dropped after it.
 
 use std::time::Duration;
 
@@ -10,8 +11,8 @@ use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbE
 /// The soak's databases on the two servers.
 #[derive(Debug, Clone)]
 pub struct Databases {
-    /// The server's URL without a database (`postgres://…:5432`).
-    postgres_server: String,
+    /// The producer's server, without a database (`postgres://…:5432`, `mysql://…`).
+    producer_server: String,
     /// The server's URL without a database (`mysql://…:3306`).
     mariadb_server: String,
     /// The databases' name (the same on both servers).
@@ -20,9 +21,9 @@ pub struct Databases {
 
 impl Databases {
     /// Names the databases of a soak.
-    pub fn new(postgres_server: &str, mariadb_server: &str, name: &str) -> Self {
+    pub fn new(producer_server: &str, mariadb_server: &str, name: &str) -> Self {
         Self {
-            postgres_server: postgres_server.trim_end_matches('/').to_owned(),
+            producer_server: producer_server.trim_end_matches('/').to_owned(),
             mariadb_server: mariadb_server.trim_end_matches('/').to_owned(),
             name: name.to_owned(),
         }
@@ -33,15 +34,26 @@ impl Databases {
         &self.name
     }
 
-    /// PostgreSQL's `postgres` database, for what is done from outside the soak's own
-    /// (creating and dropping it, terminating backends).
-    pub fn postgres_admin_url(&self) -> String {
-        format!("{}/postgres", self.postgres_server)
+    /// Whether the producer's server is a MariaDB (the log relay's binlog server).
+    fn producer_on_mariadb(&self) -> bool {
+        self.producer_server.starts_with("mysql:")
+    }
+
+    /// The producer server's own database (`postgres`, or MariaDB's `mysql`), for what is
+    /// done from outside the soak's (creating and dropping it, cutting the relays'
+    /// connections).
+    pub fn producer_admin_url(&self) -> String {
+        let database = if self.producer_on_mariadb() {
+            "mysql"
+        } else {
+            "postgres"
+        };
+        format!("{}/{database}", self.producer_server)
     }
 
     /// The producer's database.
-    pub fn postgres_url(&self) -> String {
-        format!("{}/{}", self.postgres_server, self.name)
+    pub fn producer_url(&self) -> String {
+        format!("{}/{}", self.producer_server, self.name)
     }
 
     /// The consumers' database.
@@ -54,7 +66,7 @@ impl Databases {
     /// # Errors
     /// The database's error.
     pub async fn create(&self, outbox: &Outbox) -> Result<(), DbErr> {
-        let server = connect(&self.postgres_admin_url(), 1).await?;
+        let server = connect(&self.producer_admin_url(), 1).await?;
         server
             .execute_unprepared(&format!("CREATE DATABASE {}", self.name))
             .await?;
@@ -65,7 +77,7 @@ impl Databases {
             .await?;
         server.close().await?;
 
-        let producer = connect(&self.postgres_url(), 1).await?;
+        let producer = connect(&self.producer_url(), 1).await?;
         schema::install(&producer, outbox).await?;
         producer
             .execute_unprepared(
@@ -93,12 +105,14 @@ impl Databases {
     /// # Errors
     /// The database's error.
     pub async fn drop_all(&self) -> Result<(), DbErr> {
-        let server = connect(&self.postgres_admin_url(), 1).await?;
+        let server = connect(&self.producer_admin_url(), 1).await?;
+        let force = if self.producer_on_mariadb() {
+            ""
+        } else {
+            " WITH (FORCE)"
+        };
         server
-            .execute_unprepared(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ))
+            .execute_unprepared(&format!("DROP DATABASE IF EXISTS {}{force}", self.name))
             .await?;
         server.close().await?;
         let server = connect(&self.mariadb_server, 1).await?;

@@ -41,11 +41,37 @@ impl Broker {
     }
 }
 
+/// How the relays read the outbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize, Default)]
+pub enum RelayMethod {
+    /// Polling with leases, the producer's database on PostgreSQL.
+    #[default]
+    Polling,
+    /// The log relay on MariaDB's binary log: the producer's database on a MariaDB of the
+    /// soak's own with its binary log on; one relay streams, the others stand by on the
+    /// slot's lease.
+    Log,
+}
+
+impl RelayMethod {
+    /// The method's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Polling => "polling",
+            Self::Log => "log (MariaDB binlog)",
+        }
+    }
+}
+
 /// One soak's shared facts.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
-    /// The producer's and the relays' database (PostgreSQL).
-    pub postgres_url: String,
+    /// The producer's and the relays' database: PostgreSQL for the polling relay, the
+    /// soak's binlog-enabled MariaDB for the log relay.
+    pub producer_url: String,
+    /// How the relays read the outbox.
+    #[serde(default)]
+    pub relay: RelayMethod,
     /// The consumers' database (MariaDB).
     pub mariadb_url: String,
     /// The broker.

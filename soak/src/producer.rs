@@ -23,19 +23,25 @@ use crate::plan::{Plan, customer};
 /// # Errors
 /// When the database cannot be reached at start.
 pub async fn run(plan: &Plan) -> Result<(), SoakError> {
-    let db = connect(&plan.postgres_url, 2).await?;
+    let db = connect(&plan.producer_url, 2).await?;
+    let backend = db.get_database_backend();
+    // The next order number per customer, as a BIGINT on either server.
+    let next_numbers = if backend == DbBackend::MySql {
+        "SELECT customer_id, CAST(MAX(order_no) + 1 AS SIGNED) AS next FROM soak_orders \
+         GROUP BY customer_id"
+    } else {
+        "SELECT customer_id, CAST(MAX(order_no) + 1 AS BIGINT) AS next FROM soak_orders \
+         GROUP BY customer_id"
+    };
     let outbox = Outbox::default();
     let customers = plan.customers.max(1);
     let mut next = vec![0u32; customers as usize];
     for row in db
-        .query_all_raw(Statement::from_string(
-            DbBackend::Postgres,
-            "SELECT customer_id, MAX(order_no) + 1 AS next FROM soak_orders GROUP BY customer_id",
-        ))
+        .query_all_raw(Statement::from_string(backend, next_numbers))
         .await?
     {
         let id: String = row.try_get("", "customer_id")?;
-        let following: i32 = row.try_get("", "next")?;
+        let following: i64 = row.try_get("", "next")?;
         if let Some(slot) = (0..customers).find(|n| customer(*n) == id) {
             next[slot as usize] = u32::try_from(following).unwrap_or(0);
         }
@@ -66,9 +72,15 @@ async fn place(db: &sea_orm::DatabaseConnection, outbox: &Outbox, event: &Custom
     loop {
         let placed = outbox
             .transaction(db, &DerivedMapping, async |uow| {
+                let backend = db.get_database_backend();
+                let insert = if backend == DbBackend::MySql {
+                    "INSERT INTO soak_orders (customer_id, order_no) VALUES (?, ?)"
+                } else {
+                    "INSERT INTO soak_orders (customer_id, order_no) VALUES ($1, $2)"
+                };
                 uow.execute_raw(Statement::from_sql_and_values(
-                    DbBackend::Postgres,
-                    "INSERT INTO soak_orders (customer_id, order_no) VALUES ($1, $2)",
+                    backend,
+                    insert,
                     [
                         event.customer_id.clone().into(),
                         i32::try_from(event.order_no).unwrap_or(i32::MAX).into(),

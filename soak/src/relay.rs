@@ -1,4 +1,6 @@
-//! The relay role: one polling relay publishing the outbox to the soak's broker, each
+//! The relay role: one relay — polling, or the log relay on MariaDB's binary log (one of
+//! the relay processes streams, the others stand by on the slot's lease) — publishing
+//! the outbox to the soak's broker, each
 //! message on its share's subject (NATS, and RabbitMQ's routing key:
 //! `<prefix>.s<share>.<event type>`), stream (Redis: `<prefix>:s<share>`) or topic (Kafka:
 //! `<prefix>.s<share>`, keyed by the aggregate). It runs until it is killed; its PostgreSQL
@@ -16,11 +18,12 @@ use outbox_core::policy::Backoff;
 use outbox_core::publish::Publisher;
 use outbox_seaorm::Outbox;
 use outbox_seaorm::relay::Relay;
+use outbox_seaorm::relay::log::LogRelay;
 use tokio_util::sync::CancellationToken;
 
 use crate::databases::connect;
 use crate::error::SoakError;
-use crate::plan::{Broker, Plan};
+use crate::plan::{Broker, Plan, RelayMethod};
 
 /// The start of every relay's `application_name` (the conductor matches it).
 pub const APPLICATION_NAME_PREFIX: &str = "soak-relay-";
@@ -35,12 +38,16 @@ pub fn application_name(instance: u32) -> String {
 /// # Errors
 /// When the relay cannot be built or stops with an error.
 pub async fn run(plan: &Plan, instance: u32) -> Result<(), SoakError> {
-    let url = format!(
-        "{}?application_name={}",
-        plan.postgres_url,
-        application_name(instance)
-    );
+    let url = match plan.relay {
+        RelayMethod::Polling => format!(
+            "{}?application_name={}",
+            plan.producer_url,
+            application_name(instance)
+        ),
+        RelayMethod::Log => plan.producer_url.clone(),
+    };
     let db = connect(&url, 3).await?;
+    let method = (plan.relay, url);
     let outbox = Outbox::default();
     let partitions = outbox.partitions();
     let share = {
@@ -64,7 +71,7 @@ pub async fn run(plan: &Plan, instance: u32) -> Result<(), SoakError> {
                 .route(route)
                 .ack_timeout(Duration::from_secs(1))
                 .build();
-            relay(db, outbox, publisher, instance).await
+            relay(db, outbox, publisher, instance, method).await
         }
         Broker::Redis => {
             let client = redis_streams::open(&plan.broker_url)
@@ -78,7 +85,7 @@ pub async fn run(plan: &Plan, instance: u32) -> Result<(), SoakError> {
                 Route::custom(move |envelope| plan.share_stream(share(envelope)))
             };
             let publisher = RedisPublisher::builder(connection).route(route).build();
-            relay(db, outbox, publisher, instance).await
+            relay(db, outbox, publisher, instance, method).await
         }
         Broker::Rabbitmq => {
             let exchange = plan.subject_prefix.clone();
@@ -98,7 +105,7 @@ pub async fn run(plan: &Plan, instance: u32) -> Result<(), SoakError> {
                 .connection_name(application_name(instance))
                 .build()
                 .map_err(|error| SoakError::Broker(error.to_string()))?;
-            relay(db, outbox, publisher, instance).await
+            relay(db, outbox, publisher, instance, method).await
         }
         Broker::Kafka => {
             let url = plan.broker_url.clone();
@@ -124,18 +131,44 @@ pub async fn run(plan: &Plan, instance: u32) -> Result<(), SoakError> {
                 .set("client.id", application_name(instance))
                 .build()
                 .map_err(|error| SoakError::Broker(error.to_string()))?;
-            relay(db, outbox, publisher, instance).await
+            relay(db, outbox, publisher, instance, method).await
         }
     }
 }
 
-/// Runs the relay of `instance` over `publisher` until it stops.
+/// Runs the relay of `instance` over `publisher` until it stops: a polling relay, or a
+/// log relay on the slot `soak` (its dump connection on `url`).
 async fn relay<P: Publisher + 'static>(
     db: sea_orm::DatabaseConnection,
     outbox: Outbox,
     publisher: P,
     instance: u32,
+    (method, url): (RelayMethod, String),
 ) -> Result<(), SoakError> {
+    if method == RelayMethod::Log {
+        let relay = LogRelay::builder(db, outbox, publisher)
+            .slot("soak")
+            .connection_url(url)
+            .instance_id(format!("relay-{instance}"))
+            .lease_ttl(Duration::from_secs(3))
+            .feedback_interval(Duration::from_millis(100))
+            .publish_timeout(Duration::from_millis(1_500))
+            .max_attempts(10_000)
+            .backoff(
+                Backoff::new()
+                    .with_min_delay(Duration::from_millis(100))
+                    .with_max_delay(Duration::from_millis(800)),
+            )
+            .build()
+            .map_err(|error| SoakError::Setup(error.to_string()))?;
+        let report = relay
+            .run(CancellationToken::new())
+            .await
+            .map_err(|error| SoakError::Setup(format!("relay {instance} stopped: {error}")))?;
+        return Err(SoakError::Setup(format!(
+            "relay {instance} stopped without being asked: {report:?}"
+        )));
+    }
     let relay = Relay::builder(db, outbox, publisher)
         .instance_id(format!("relay-{instance}"))
         .poll_interval(Duration::from_millis(50))

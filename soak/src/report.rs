@@ -56,6 +56,7 @@ impl Report {
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         broker: &str,
+        relay: &str,
         faults: Faults,
         seed: u64,
         chaos: Duration,
@@ -68,7 +69,7 @@ impl Report {
         let until_quiet = chaos_seconds + quiesce.map_or(0.0, |q| q.as_secs_f64());
         Self {
             broker: broker.to_owned(),
-            relay: "polling".to_owned(),
+            relay: relay.to_owned(),
             faults,
             seed,
             chaos_seconds,
@@ -126,7 +127,11 @@ impl fmt::Display for Report {
         } else {
             writeln!(f, "  broker restarts      off (--no-broker-restarts)")?;
         }
-        writeln!(f, "  backend terminations {}", c.backend_terminations)?;
+        writeln!(
+            f,
+            "  backend terminations {} (PostgreSQL backends, or MariaDB binlog dumps KILLed)",
+            c.backend_terminations
+        )?;
         if self.faults.consumer_pauses {
             writeln!(
                 f,

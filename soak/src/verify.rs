@@ -9,9 +9,22 @@ use sea_orm::{ConnectionTrait as _, DatabaseConnection, DbErr, Statement};
 use serde::Serialize;
 
 use crate::databases::count;
+use crate::plan::RelayMethod;
 
-/// Outbox rows not published: dead, or still pending.
+/// Outbox rows not published: dead, or still pending (the polling relay marks rows).
 const UNPUBLISHED: &str = "SELECT COUNT(*) FROM outbox WHERE status <> 'published'";
+/// Events the log relay gave up on or holds back (it marks no row: every row stays
+/// `pending`; what it did not publish is in its dead-letter table).
+const LOG_UNPUBLISHED: &str = "SELECT COUNT(*) FROM outbox_log_dead_letters \
+                               WHERE status IN ('dead', 'parked', 'requeued')";
+
+/// The query that counts what `relay` left unpublished.
+fn unpublished(relay: RelayMethod) -> &'static str {
+    match relay {
+        RelayMethod::Polling => UNPUBLISHED,
+        RelayMethod::Log => LOG_UNPUBLISHED,
+    }
+}
 
 /// What the verifier found. Every count but `orders` and `effects` must be 0.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -55,11 +68,12 @@ impl Verdict {
 pub async fn quiesce(
     producer: &DatabaseConnection,
     consumer: &DatabaseConnection,
+    relay: RelayMethod,
     timeout: Duration,
 ) -> Result<Option<Duration>, DbErr> {
     let started = Instant::now();
     loop {
-        let pending = count(producer, UNPUBLISHED).await?;
+        let pending = count(producer, unpublished(relay)).await?;
         let orders = count(producer, "SELECT COUNT(*) FROM soak_orders").await?;
         let effects = count(
             consumer,
@@ -84,6 +98,7 @@ pub async fn quiesce(
 pub async fn verify(
     producer: &DatabaseConnection,
     consumer: &DatabaseConnection,
+    relay: RelayMethod,
     dead_letter_table: &str,
 ) -> Result<Verdict, DbErr> {
     let orders: BTreeSet<(String, i32)> =
@@ -96,7 +111,7 @@ pub async fn verify(
         "SELECT customer_id, order_no FROM soak_effects ORDER BY id",
     )
     .await?;
-    let unpublished = count(producer, UNPUBLISHED).await?;
+    let unpublished = count(producer, unpublished(relay)).await?;
     let dead_letters = count(
         consumer,
         &format!("SELECT COUNT(*) FROM {dead_letter_table}"),
