@@ -109,16 +109,30 @@ impl BinlogMariaDb {
             .unwrap_or_else(|error| panic!("cannot create a server directory: {error}"))
             .keep();
         let data = dir.join("data");
-        let output = Command::new(&install_db)
-            .arg("--no-defaults")
-            .arg(format!("--datadir={}", data.display()))
-            .args([
-                "--user=root",
-                "--auth-root-authentication-method=normal",
-                "--skip-test-db",
-            ])
-            .output()
-            .unwrap_or_else(|error| panic!("cannot run mariadb-install-db: {error}"));
+        let install = || {
+            let _ = std::fs::remove_dir_all(&data);
+            Command::new(&install_db)
+                .arg("--no-defaults")
+                .arg(format!("--datadir={}", data.display()))
+                .args([
+                    "--user=root",
+                    "--auth-root-authentication-method=normal",
+                    "--skip-test-db",
+                ])
+                .output()
+                .unwrap_or_else(|error| panic!("cannot run mariadb-install-db: {error}"))
+        };
+        let mut output = install();
+        if !output.status.success() {
+            // Seen once under a parallel test run, not reproduced: say what it printed,
+            // then try once more on a clean directory.
+            eprintln!(
+                "mariadb-install-db failed, trying again: {}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+            output = install();
+        }
         assert!(
             output.status.success(),
             "mariadb-install-db failed: {}{}",

@@ -737,3 +737,116 @@ async fn a_standby_takes_over_after_sigkill_of_the_relay_process() {
     standby.stop().await;
     db.close().await;
 }
+
+/// A payload that is not JSON, written by hand past the unit of work, is refused by the
+/// outbox table itself (the schema's `json` columns check `json_valid` on MariaDB), so it
+/// cannot reach the log; the relay goes on publishing. (Headers that are JSON but not an
+/// object are read as no headers, as the polling relay reads them; a row of an unknown
+/// envelope version is dead-lettered: `an_unreadable_row_is_dead_lettered_and_the_stream_moves_on`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payload_that_is_not_json_cannot_reach_the_log() {
+    let Some((db, outbox)) = binlog_db("a_payload_that_is_not_json_cannot_reach_the_log").await
+    else {
+        return;
+    };
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    wait_for_backfill(&db, &slot).await;
+    let before = note(&db, &outbox, "before", 0, 1).await;
+    wait_for(&broker, 1).await;
+    let refused = db
+        .conn()
+        .execute_unprepared("UPDATE outbox SET payload = '{not json'")
+        .await;
+    assert!(
+        refused.is_err(),
+        "a payload that is not JSON never reaches the table"
+    );
+    let after = note(&db, &outbox, "after", 0, 1).await;
+    wait_for(&broker, 2).await;
+    assert_eq!(broker.message_ids(), [before, after].concat());
+    let report = relay.stop().await;
+    assert_eq!(report.dead_lettered, 0, "{report:?}");
+    db.close().await;
+}
+
+/// The outbox table renamed under a running relay: writes fail meanwhile (the unit of work
+/// cannot write a table that is gone), the relay keeps streaming without an error, and once
+/// the table is back what is committed is published; nothing committed is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_outbox_renamed_under_the_relay_loses_nothing() {
+    let Some((db, outbox)) = binlog_db("the_outbox_renamed_under_the_relay_loses_nothing").await
+    else {
+        return;
+    };
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    wait_for_backfill(&db, &slot).await;
+    let first = note(&db, &outbox, "o", 0, 2).await;
+    wait_for(&broker, 2).await;
+    db.conn()
+        .execute_unprepared("RENAME TABLE outbox TO outbox_away")
+        .await
+        .unwrap();
+    // Rows written to the renamed table are another table's: not the outbox's events.
+    for statement in [
+        "CREATE TABLE copied_rows AS SELECT * FROM outbox_away LIMIT 1",
+        "UPDATE copied_rows SET seq = seq + 1000000, message_id = UUID(), \
+         aggregate_id = 'elsewhere'",
+        "INSERT INTO outbox_away SELECT * FROM copied_rows",
+    ] {
+        db.conn().execute_unprepared(statement).await.unwrap();
+    }
+    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+    uow.raise(OrderingEvent::Noted {
+        order_id: "lost?".into(),
+        n: 0,
+    });
+    assert!(
+        uow.commit().await.is_err(),
+        "no outbox table: nothing commits"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    db.conn()
+        .execute_unprepared("RENAME TABLE outbox_away TO outbox")
+        .await
+        .unwrap();
+    let later = note(&db, &outbox, "o", 2, 2).await;
+    wait_for(&broker, 4).await;
+    assert_eq!(broker.message_ids(), [first, later].concat());
+    let report = relay.stop().await;
+    assert_eq!(report.dead_lettered, 0, "{report:?}");
+    db.close().await;
+}
+
+/// A stored position from another server (a domain this one never wrote) is refused at
+/// start with the typed error that says how to recover. (MariaDB itself accepts it and
+/// streams nothing: the relay stalled silently before the check.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_position_from_another_server_is_refused() {
+    let Some((db, outbox)) = binlog_db("a_position_from_another_server_is_refused").await else {
+        return;
+    };
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    wait_for_backfill(&db, &slot).await;
+    relay.stop().await;
+    db.conn()
+        .execute_unprepared(&format!(
+            "UPDATE outbox_log_slots SET acknowledged_lsn = '7-99-12345' WHERE slot = '{slot}'"
+        ))
+        .await
+        .unwrap();
+    note(&db, &outbox, "o", 0, 1).await;
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    let error = relay.error().await;
+    assert!(
+        matches!(&error, LogRelayError::ForeignPosition { position, .. } if position == "7-99-12345"),
+        "{error}"
+    );
+    assert!(broker.is_empty(), "nothing streamed from elsewhere");
+    db.close().await;
+}

@@ -101,6 +101,26 @@ pub enum LogRelayError {
         /// The server's message.
         detail: String,
     },
+    /// MariaDB: the stored position names a GTID domain this server's binlog never had, or
+    /// a sequence number beyond the server's: it was taken on another server (a failover
+    /// to a server with other GTIDs, `RESET MASTER`, a restored backup). MariaDB would
+    /// accept it and stream nothing of the outbox's (or skip what it holds), so the relay
+    /// refuses it.
+    #[error(
+        "the log relay's stored position {position} of slot {slot} is not in this server's \
+         binlog history (the server is at {server}): it was taken on another server (a \
+         failover, RESET MASTER, a restored backup); recover from the table with `outbox \
+         log-reset {slot}` (or Operations::reset_log_position), which backfills the pending \
+         rows from a new snapshot at the next start"
+    )]
+    ForeignPosition {
+        /// The slot.
+        slot: String,
+        /// The stored position.
+        position: String,
+        /// The server's `@@gtid_binlog_pos`.
+        server: String,
+    },
     /// MariaDB: the binlog dump failed (connection lost, server restarted, killed).
     /// Retried by [`LogRelay::run`](super::LogRelay::run).
     #[error("binlog stream: {message}")]

@@ -23,6 +23,8 @@ pub(crate) struct BinlogPreflight {
     pub(crate) database: Option<String>,
     /// `CURRENT_USER()`: the account whose grants apply.
     pub(crate) user: String,
+    /// `@@gtid_binlog_pos`: the last GTID of each domain in the server's binlog.
+    pub(crate) binlog_position: String,
 }
 
 impl Store {
@@ -37,7 +39,8 @@ impl Store {
                    CAST(@@binlog_row_image AS CHAR) AS binlog_row_image, \
                    CAST(@@binlog_row_metadata AS CHAR) AS binlog_row_metadata, \
                    CAST(@@server_id AS SIGNED) AS server_id, \
-                   DATABASE() AS `database`, CURRENT_USER() AS user";
+                   DATABASE() AS `database`, CURRENT_USER() AS user, \
+                   CAST(@@gtid_binlog_pos AS CHAR) AS binlog_position";
         let row = conn
             .query_one_raw(Statement::from_string(self.backend, sql))
             .await?

@@ -57,11 +57,14 @@ impl<P: Publisher + 'static> LogRelay<P> {
                 .log_acknowledged(&self.db, slot)
                 .await?
                 .unwrap_or_default();
-            GtidPosition::parse(&stored).map_err(|error| LogRelayError::PositionPurged {
-                slot: slot.clone(),
-                position: stored.clone(),
-                detail: format!("the stored position is unreadable: {error}"),
-            })?
+            let stored =
+                GtidPosition::parse(&stored).map_err(|error| LogRelayError::PositionPurged {
+                    slot: slot.clone(),
+                    position: stored.clone(),
+                    detail: format!("the stored position is unreadable: {error}"),
+                })?;
+            start::check_position(slot, &stored, &preflight.binlog_position)?;
+            stored
         } else {
             // Recorded before the snapshot: a crash from here on backfills again.
             self.store

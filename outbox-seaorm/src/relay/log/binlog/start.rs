@@ -1,10 +1,12 @@
 //! What a binlog relay checks before it reads MariaDB's binlog: the binlog is on, in row
 //! format with full row images and full row metadata (column names), the user may read it
 //! (`REPLICATION SLAVE`, `BINLOG MONITOR`), and the relay's replica server id is not the
-//! server's own. Each problem is a [`LogRelayError`] that says what to run.
+//! server's own; and that a stored position is this server's. Each problem is a
+//! [`LogRelayError`] that says what to run.
 
 use super::super::config::LogRelayConfig;
 use super::super::error::LogRelayError;
+use super::gtid::GtidPosition;
 use crate::sql::log::BinlogPreflight;
 
 /// The checks on facts already read; `grants` as `SHOW GRANTS` printed them.
@@ -62,6 +64,29 @@ pub(crate) fn check(
     Ok(())
 }
 
+/// Checks that the stored position `stored` of `slot` is in the history of a server at
+/// `server` (`@@gtid_binlog_pos`): each of its domains is the server's, at a sequence number
+/// the server reached. A position from another server is refused: MariaDB would accept it
+/// and stream nothing of the outbox's.
+pub(crate) fn check_position(
+    slot: &str,
+    stored: &GtidPosition,
+    server: &str,
+) -> Result<(), LogRelayError> {
+    let foreign = || LogRelayError::ForeignPosition {
+        slot: slot.to_owned(),
+        position: stored.to_string(),
+        server: server.to_owned(),
+    };
+    let reached = GtidPosition::parse(server).map_err(|_| foreign())?;
+    let known = stored.gtids().all(|gtid| {
+        reached
+            .gtids()
+            .any(|at| at.domain == gtid.domain && at.sequence >= gtid.sequence)
+    });
+    if known { Ok(()) } else { Err(foreign()) }
+}
+
 /// The privileges of the binlog dump that `grants` (global ones, `ON *.*`) do not give.
 fn missing_privileges(grants: &[String]) -> Vec<&'static str> {
     let global: Vec<String> = grants
@@ -99,6 +124,7 @@ mod tests {
             server_id: 1,
             database: Some("shop".into()),
             user: "relay@%".into(),
+            binlog_position: "0-1-42".into(),
         }
     }
 
@@ -186,5 +212,26 @@ mod tests {
             derived,
             LogRelayConfig::for_slot("billing").replica_server_id()
         );
+    }
+
+    #[test]
+    fn a_position_from_another_server_is_refused() {
+        let position = |text: &str| GtidPosition::parse(text).unwrap();
+        assert!(check_position("s", &position("0-1-40"), "0-1-42").is_ok());
+        assert!(check_position("s", &position("0-1-42,1-2-3"), "0-1-50,1-2-3").is_ok());
+        assert!(check_position("s", &position(""), "0-1-42").is_ok());
+        for (stored, server) in [
+            ("7-99-12345", "0-1-42"),
+            ("0-1-43", "0-1-42"),
+            ("0-1-1", ""),
+            ("0-1-5,2-1-1", "0-1-42"),
+        ] {
+            let error = check_position("s", &position(stored), server).unwrap_err();
+            assert!(
+                matches!(&error, LogRelayError::ForeignPosition { position, .. } if position == stored),
+                "{stored} on {server}: {error}"
+            );
+            assert!(error.to_string().contains("outbox log-reset s"), "{error}");
+        }
     }
 }
