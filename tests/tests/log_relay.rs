@@ -85,7 +85,13 @@ async fn eventually(what: &str, mut condition: impl AsyncFnMut() -> bool) {
 
 /// Waits until the slot exists and is streamed from.
 async fn wait_for_active_slot(db: &TestDb, slot: &str) {
-    let query = format!("SELECT active FROM pg_replication_slots WHERE slot_name = '{slot}'");
+    // A slot being created is active before its snapshot exists (it waits for the
+    // transactions running then to end): what commits meanwhile is in the snapshot, i.e.
+    // backfilled rather than streamed. Its confirmed position is set once it exists.
+    let query = format!(
+        "SELECT active AND confirmed_flush_lsn IS NOT NULL AS active \
+         FROM pg_replication_slots WHERE slot_name = '{slot}'"
+    );
     eventually(&format!("slot {slot} never became active"), async || {
         let row = db
             .conn()

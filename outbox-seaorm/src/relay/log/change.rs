@@ -55,10 +55,10 @@ impl Position {
 #[derive(Debug)]
 pub(crate) enum Row {
     /// PostgreSQL's text format, as `pgoutput` sends it.
-    Wal(super::source::WalRow),
+    Wal(super::wal_row::WalRow),
     /// MariaDB's binlog values, rendered as the same text.
     #[cfg(feature = "log-relay-mariadb")]
-    Binlog(super::binlog::source::TextRow),
+    Binlog(super::text_row::TextRow),
 }
 
 impl Row {

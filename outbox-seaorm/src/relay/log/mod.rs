@@ -94,6 +94,9 @@ mod row;
 mod session;
 mod source;
 mod start;
+#[cfg(feature = "log-relay-mariadb")]
+mod text_row;
+mod wal_row;
 
 use std::time::Duration;
 

@@ -24,6 +24,10 @@ use super::source::{SourceError, SourceSettings, WalSource};
 use super::{LogRelay, start};
 use crate::sql::log::{SlotLease, SlotRow};
 
+/// How long a stopping reader goes on reading to the commit of the transaction it is
+/// in the middle of (see `read`).
+pub(super) const FINISH_TRANSACTION: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// WAL statuses of `pg_replication_slots`, for the status gauge.
 const WAL_STATUSES: [&str; 4] = ["reserved", "extended", "unreserved", "lost"];
 
@@ -361,7 +365,9 @@ impl<P: Publisher + 'static> LogRelay<P> {
 /// Reads changes into `changes` until `stop`, the publishing side is gone, or the stream
 /// fails. Sends a status update after a commit when one is due, and at once when the
 /// publishing side signals `idle` (an acknowledgement with nothing behind it: no commit may
-/// come to carry it for a long time).
+/// come to carry it for a long time). Stopped inside a transaction, it reads on to that
+/// transaction's commit (for at most [`FINISH_TRANSACTION`]): its rows may be published
+/// already, and only its commit lets them be acknowledged.
 async fn read(
     source: &mut WalSource,
     changes: mpsc::Sender<Change>,
@@ -370,6 +376,8 @@ async fn read(
 ) -> Result<(), SourceError> {
     // Made anew only once the signal cancelled it.
     let mut wake = stop.child_token();
+    // Inside a transaction (its commit not read yet); reading on after the stop.
+    let (mut open, mut finishing) = (false, false);
     loop {
         // The read is never dropped half-way: the signal only cancels `wake`, and the read
         // then returns what it holds, or `None`.
@@ -387,12 +395,28 @@ async fn read(
         match change {
             Some(change) => {
                 let commit = matches!(change, Change::Commit { .. });
+                if matches!(change, Change::Begin) {
+                    open = true;
+                }
                 if changes.send(change).await.is_err() {
                     return Ok(());
                 }
                 if commit {
+                    open = false;
                     source.feedback_if_due().await;
+                    if finishing {
+                        return Ok(());
+                    }
                 }
+            }
+            None if stop.is_cancelled() && open && !finishing => {
+                finishing = true;
+                wake = CancellationToken::new();
+                let deadline = wake.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(FINISH_TRANSACTION).await;
+                    deadline.cancel();
+                });
             }
             None if stop.is_cancelled() => return Ok(()),
             None => {

@@ -7,23 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pg_walstream::{
-    ChangeEvent, ColumnValue, EventType, LogicalReplicationStream, ReplicationError,
-    ReplicationSlotOptions, ReplicationStreamConfig, RetryConfig, RowData, StreamingMode,
+    ChangeEvent, EventType, LogicalReplicationStream, ReplicationError, ReplicationSlotOptions,
+    ReplicationStreamConfig, RetryConfig, StreamingMode,
 };
 use tokio_util::sync::CancellationToken;
 
 use super::change::{Acknowledger, Change, Confirmed, Position, Row};
-
-/// A replicated row: column name → value in PostgreSQL's text format (`None`: SQL `NULL`).
-#[derive(Debug)]
-pub(crate) struct WalRow(Box<RowData>);
-
-impl WalRow {
-    /// The text of column `name`: `None` when the column is missing or `NULL`.
-    pub(crate) fn text(&self, name: &str) -> Option<&str> {
-        self.0.get(name).and_then(ColumnValue::as_str)
-    }
-}
+use super::wal_row::WalRow;
 
 /// A failure of the replication connection, with the server's SQLSTATE when it sent one.
 #[derive(Debug, thiserror::Error)]
@@ -187,7 +177,7 @@ fn change(event: ChangeEvent) -> Change {
         } => Change::Insert {
             schema,
             table,
-            row: Row::Wal(WalRow(Box::new(data))),
+            row: Row::Wal(WalRow::new(data)),
         },
         EventType::Message {
             flags,

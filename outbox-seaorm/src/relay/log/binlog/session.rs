@@ -25,6 +25,7 @@ use super::super::error::LogRelayError;
 use super::super::publish::Publishing;
 use super::super::report::LogRelayReport;
 use super::super::row::{self, UnreadableRow};
+use super::super::session::FINISH_TRANSACTION;
 use super::gtid::GtidPosition;
 use super::snapshot::Snapshot;
 use super::source::{BinlogError, BinlogSettings, BinlogSource, POSITION_NOT_IN_BINLOG};
@@ -311,24 +312,49 @@ impl<P: Publisher + 'static> LogRelay<P> {
 }
 
 /// Reads changes into `changes` until `stop`, the publishing side is gone, or the stream
-/// fails (a closed stream is a failure: the server went away).
+/// fails (a closed stream is a failure: the server went away). Stopped inside a
+/// transaction, it reads on to that transaction's commit (for at most
+/// [`FINISH_TRANSACTION`]): its rows may be published already, and only its commit lets
+/// them be acknowledged.
 async fn read(
     source: &mut BinlogSource,
     changes: mpsc::Sender<Change>,
     stop: &CancellationToken,
 ) -> Result<(), BinlogError> {
+    let mut open = false;
+    let mut finish_by: Option<tokio::time::Instant> = None;
     loop {
         // Dropping a read half-way is safe here: the session ends with the source.
-        let change = tokio::select! {
-            biased;
-            () = stop.cancelled() => return Ok(()),
-            change = source.next() => change?,
+        let change = match finish_by {
+            None => tokio::select! {
+                biased;
+                () = stop.cancelled(), if !open => return Ok(()),
+                () = stop.cancelled(), if open => {
+                    finish_by = Some(tokio::time::Instant::now() + FINISH_TRANSACTION);
+                    continue;
+                }
+                change = source.next() => change?,
+            },
+            Some(deadline) => tokio::select! {
+                () = tokio::time::sleep_until(deadline) => return Ok(()),
+                change = source.next() => change?,
+            },
         };
         match change {
             Some(Change::Other) => {}
             Some(change) => {
+                let commit = matches!(change, Change::Commit { .. });
+                if matches!(change, Change::Begin) {
+                    open = true;
+                }
                 if changes.send(change).await.is_err() {
                     return Ok(());
+                }
+                if commit {
+                    open = false;
+                    if finish_by.is_some() {
+                        return Ok(());
+                    }
                 }
             }
             None => return Err(BinlogError::protocol("the server closed the binlog stream")),

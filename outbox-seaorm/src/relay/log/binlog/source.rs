@@ -18,6 +18,7 @@ use mysql_async::prelude::Queryable as _;
 use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Opts, Value};
 
 use super::super::change::{Acknowledger, Change, Confirmed, Position, Row};
+use super::super::text_row::TextRow;
 use super::gtid::{GtidEvent, GtidPosition};
 
 /// MariaDB's GTID event: the start of a transaction's event group.
@@ -75,27 +76,6 @@ impl BinlogError {
             code: None,
             message: message.into(),
         }
-    }
-}
-
-/// A row of the streamed table, each value as text the way the row decoder reads it:
-/// strings as UTF-8, integers in decimal, `DATETIME(6)` as `YYYY-MM-DD HH:MM:SS.ffffff+00`
-/// (the outbox writes UTC), `None` for SQL `NULL`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct TextRow(Vec<(String, Option<String>)>);
-
-impl TextRow {
-    /// A row of `(column, text)` pairs.
-    pub(crate) fn new(columns: Vec<(String, Option<String>)>) -> Self {
-        Self(columns)
-    }
-
-    /// The text of column `name`: `None` when the column is missing or `NULL`.
-    pub(crate) fn text(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(column, _)| column == name)
-            .and_then(|(_, value)| value.as_deref())
     }
 }
 
@@ -261,7 +241,7 @@ impl BinlogSource {
                 .zip(values)
                 .map(|(column, value)| (column.name_str().into_owned(), text(value)))
                 .collect();
-            self.pending.push_back(TextRow(row));
+            self.pending.push_back(TextRow::new(row));
         }
         Ok(match self.pending.pop_front() {
             Some(row) => self.insert(row),
@@ -321,7 +301,7 @@ mod tests {
             value_text(&Value::Date(2026, 12, 6, 8, 5, 9, 4_200)).as_deref(),
             Some("2026-12-06 08:05:09.004200+00")
         );
-        let row = TextRow(vec![
+        let row = TextRow::new(vec![
             ("message_id".into(), Some("m".into())),
             ("traceparent".into(), None),
         ]);
