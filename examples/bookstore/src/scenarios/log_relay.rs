@@ -150,7 +150,7 @@ impl LogStage<'_> {
     }
 
     /// Whether the stage is a MariaDB (its binary log) rather than a PostgreSQL.
-    fn binlog(&self) -> bool {
+    pub(crate) fn binlog(&self) -> bool {
         self.db.get_database_backend() == DbBackend::MySql
     }
 
@@ -200,7 +200,7 @@ impl LogStage<'_> {
     }
 
     /// Whether the slot's confirmed position reached `position`.
-    async fn acknowledged(&self, position: &str) -> Result<bool, DemoError> {
+    pub(crate) async fn acknowledged(&self, position: &str) -> Result<bool, DemoError> {
         if self.binlog() {
             return Ok(self
                 .stored_position()
