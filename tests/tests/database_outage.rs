@@ -127,17 +127,25 @@ fn one_warning_per_step(capture: &LogCapture, what: &str) -> Vec<String> {
 }
 
 /// Asserts that each step that warned (see [`one_warning_per_step`]) logged its recovery
-/// once at INFO, and no other step did.
-fn each_step_recovered(capture: &LogCapture, what: &str) {
+/// once at INFO, and no other step did — within the backoff's cap: a step recovers at its
+/// next attempt, which may come after the loop's other steps already work again.
+async fn each_step_recovered(capture: &LogCapture, what: &str) {
     let steps = one_warning_per_step(capture, what);
-    let mut recovered: Vec<String> = capture
-        .framework(tracing::Level::INFO)
-        .into_iter()
-        .filter(|line| line.text.contains("recovered"))
-        .map(|line| step_of(&line.text))
-        .collect();
-    recovered.sort();
-    assert_eq!(recovered, steps, "{what}: {:#?}", capture.lines());
+    let deadline = tokio::time::Instant::now() + MAX_PAUSE + Duration::from_secs(3);
+    loop {
+        let mut recovered: Vec<String> = capture
+            .framework(tracing::Level::INFO)
+            .into_iter()
+            .filter(|line| line.text.contains("recovered"))
+            .map(|line| step_of(&line.text))
+            .collect();
+        recovered.sort();
+        if recovered == steps || tokio::time::Instant::now() >= deadline {
+            assert_eq!(recovered, steps, "{what}: {:#?}", capture.lines());
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// The polling relay on `backend`: started before the tables exist, then its tables dropped
@@ -174,7 +182,7 @@ async fn polling_relay(backend: Backend, test: &str) {
     published(&capture, &broker, 1).await;
     // Every step that failed has run again since.
     tokio::time::sleep(MAX_PAUSE + heartbeat).await;
-    each_step_recovered(&capture, "no tables, then installed");
+    each_step_recovered(&capture, "no tables, then installed").await;
     assert_eq!(health.failing(), None);
 
     // The tables dropped while it runs.
@@ -188,7 +196,7 @@ async fn polling_relay(backend: Backend, test: &str) {
     note(&db, &outbox, "b").await;
     published(&capture, &broker, 2).await;
     tokio::time::sleep(MAX_PAUSE + heartbeat).await;
-    each_step_recovered(&capture, "dropped, then installed again");
+    each_step_recovered(&capture, "dropped, then installed again").await;
     assert_eq!(health.failing(), None);
 
     shutdown.cancel();
@@ -258,7 +266,7 @@ async fn log_relay_waits_for_its_tables() {
     }
     note(&db, &outbox, "a").await;
     published(&capture, &broker, 1).await;
-    each_step_recovered(&capture, "log relay: no tables, then installed");
+    each_step_recovered(&capture, "log relay: no tables, then installed").await;
 
     // The tables dropped while it streams (the publication loses the outbox table).
     capture.clear();
@@ -376,7 +384,7 @@ async fn consumer_waits_for_its_tables(
     }
     // The redelivery rounds run every 5 s: let each failing step run again.
     tokio::time::sleep(Duration::from_secs(5) + MAX_PAUSE).await;
-    each_step_recovered(capture, test);
+    each_step_recovered(capture, test).await;
     assert_eq!(health.failing(), None);
     assert_eq!(
         e2e_orders::applied(db.conn()).await.len(),
@@ -584,7 +592,7 @@ async fn partitioned_consumer_supervisor_waits_for_its_tables() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    each_step_recovered(&capture, test);
+    each_step_recovered(&capture, test).await;
 
     shutdown.cancel();
     running.await.unwrap();
@@ -679,7 +687,7 @@ async fn retention_cleanup_backs_off_when_its_permission_is_revoked() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    each_step_recovered(&capture, test);
+    each_step_recovered(&capture, test).await;
 
     shutdown.cancel();
     running.await.unwrap().unwrap();
