@@ -208,26 +208,22 @@ pub(crate) async fn log_slots(
     let binlog = db.get_database_backend() == sea_orm::DbBackend::MySql;
     let mut slots = Vec::with_capacity(owners.len());
     for owner in owners {
-        if binlog {
-            slots.push(LogSlotStatus {
-                streaming: owner.owner.is_some(),
-                active_relay: owner.owner,
-                backfilled: owner.backfilled,
-                acknowledged_lsn: owner.acknowledged_lsn,
-                lag_bytes: None,
-                wal_status: None,
-                slot: owner.slot,
-            });
-            continue;
-        }
-        let server = store.slot(db, &owner.slot).await?;
+        let server = if binlog {
+            None
+        } else {
+            store.slot(db, &owner.slot).await?
+        };
         slots.push(LogSlotStatus {
+            streaming: if binlog {
+                owner.owner.is_some()
+            } else {
+                server.as_ref().is_some_and(|slot| slot.active)
+            },
             active_relay: owner.owner,
             backfilled: owner.backfilled,
             acknowledged_lsn: owner.acknowledged_lsn,
             lag_bytes: server.as_ref().and_then(|slot| slot.lag_bytes),
-            wal_status: server.as_ref().and_then(|slot| slot.wal_status.clone()),
-            streaming: server.is_some_and(|slot| slot.active),
+            wal_status: server.and_then(|slot| slot.wal_status),
             slot: owner.slot,
         });
     }

@@ -145,49 +145,51 @@ async fn relay<P: Publisher + 'static>(
     instance: u32,
     (method, url): (RelayMethod, String),
 ) -> Result<(), SoakError> {
-    if method == RelayMethod::Log {
+    let instance_id = format!("relay-{instance}");
+    let lease_ttl = Duration::from_secs(3);
+    let publish_timeout = Duration::from_millis(1_500);
+    let backoff = Backoff::new()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_millis(800));
+    let setup = |error: &dyn std::fmt::Display| SoakError::Setup(error.to_string());
+    let stopped = |error: &dyn std::fmt::Display| {
+        SoakError::Setup(format!("relay {instance} stopped: {error}"))
+    };
+    let report = if method == RelayMethod::Log {
         let relay = LogRelay::builder(db, outbox, publisher)
             .slot("soak")
             .connection_url(url)
-            .instance_id(format!("relay-{instance}"))
-            .lease_ttl(Duration::from_secs(3))
+            .instance_id(instance_id)
+            .lease_ttl(lease_ttl)
             .feedback_interval(Duration::from_millis(100))
-            .publish_timeout(Duration::from_millis(1_500))
+            .publish_timeout(publish_timeout)
             .max_attempts(10_000)
-            .backoff(
-                Backoff::new()
-                    .with_min_delay(Duration::from_millis(100))
-                    .with_max_delay(Duration::from_millis(800)),
-            )
+            .backoff(backoff)
             .build()
-            .map_err(|error| SoakError::Setup(error.to_string()))?;
+            .map_err(|error| setup(&error))?;
         let report = relay
             .run(CancellationToken::new())
             .await
-            .map_err(|error| SoakError::Setup(format!("relay {instance} stopped: {error}")))?;
-        return Err(SoakError::Setup(format!(
-            "relay {instance} stopped without being asked: {report:?}"
-        )));
-    }
-    let relay = Relay::builder(db, outbox, publisher)
-        .instance_id(format!("relay-{instance}"))
-        .poll_interval(Duration::from_millis(50))
-        .heartbeat_interval(Duration::from_millis(300))
-        .lease_ttl(Duration::from_secs(3))
-        .publish_timeout(Duration::from_millis(1_500))
-        .max_attempts(10_000)
-        .backoff(
-            Backoff::new()
-                .with_min_delay(Duration::from_millis(100))
-                .with_max_delay(Duration::from_millis(800)),
-        )
-        .build()
-        .map_err(|error| SoakError::Setup(error.to_string()))?;
-    let report = relay
-        .run(CancellationToken::new())
-        .await
-        .map_err(|error| SoakError::Setup(format!("relay {instance} stopped: {error}")))?;
+            .map_err(|error| stopped(&error))?;
+        format!("{report:?}")
+    } else {
+        let relay = Relay::builder(db, outbox, publisher)
+            .instance_id(instance_id)
+            .poll_interval(Duration::from_millis(50))
+            .heartbeat_interval(Duration::from_millis(300))
+            .lease_ttl(lease_ttl)
+            .publish_timeout(publish_timeout)
+            .max_attempts(10_000)
+            .backoff(backoff)
+            .build()
+            .map_err(|error| setup(&error))?;
+        let report = relay
+            .run(CancellationToken::new())
+            .await
+            .map_err(|error| stopped(&error))?;
+        format!("{report:?}")
+    };
     Err(SoakError::Setup(format!(
-        "relay {instance} stopped without being asked: {report:?}"
+        "relay {instance} stopped without being asked: {report}"
     )))
 }

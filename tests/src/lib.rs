@@ -13,6 +13,7 @@ pub mod db;
 pub mod log_capture;
 pub mod logical_pg;
 pub mod metrics;
+pub mod ops_cli;
 pub mod proxy;
 pub mod readme;
 pub mod tansu;

@@ -1188,25 +1188,6 @@ async fn a_poison_event_parks_only_its_aggregate_until_requeued_or_skipped() {
     db.close().await;
 }
 
-/// Runs the operations command line; returns (exit code, stdout, stderr).
-async fn cli(db: &TestDb, outbox: &Outbox, args: &[&str]) -> (u8, String, String) {
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = outbox_seaorm::cli::run_with(
-        std::iter::once("ops").chain(args.iter().copied()),
-        db.conn().clone(),
-        outbox.clone(),
-        || outbox_core::ContractRegistry::from_registrations([]),
-        &mut out,
-        &mut err,
-    )
-    .await;
-    (
-        code,
-        String::from_utf8(out).unwrap(),
-        String::from_utf8(err).unwrap(),
-    )
-}
-
 /// The command line shows the write mode and the log relay's slots in `status`, lists and
 /// shows its dead letters (the envelope pretty-printed, JSON on request),
 /// requeues one (the relay publishes it) and refuses to requeue it twice.
@@ -1230,7 +1211,8 @@ async fn the_command_line_shows_and_requeues_log_dead_letters() {
     wait_for(&broker, 1).await;
     let deadline = tokio::time::Instant::now() + WAIT;
     let listed = loop {
-        let (code, out, err) = cli(&db, &outbox, &["outbox", "log-dead", "list"]).await;
+        let (code, out, err) =
+            outbox_tests::ops_cli::run(&db, &outbox, &["outbox", "log-dead", "list"]).await;
         assert_eq!(code, 0, "{err}");
         if out.contains("\tdead\t") {
             break out;
@@ -1251,12 +1233,13 @@ async fn the_command_line_shows_and_requeues_log_dead_letters() {
         .next()
         .unwrap()
         .to_owned();
-    let (code, shown, _) = cli(&db, &outbox, &["outbox", "log-dead", "show", &id]).await;
+    let (code, shown, _) =
+        outbox_tests::ops_cli::run(&db, &outbox, &["outbox", "log-dead", "show", &id]).await;
     assert_eq!(code, 0);
     assert!(shown.contains("status:       dead"), "{shown}");
     assert!(shown.contains("rejected"), "{shown}");
     assert!(shown.contains("\"aggregate_id\": \"poison\""), "{shown}");
-    let (code, json, _) = cli(
+    let (code, json, _) = outbox_tests::ops_cli::run(
         &db,
         &outbox,
         &["outbox", "log-dead", "show", &id, "--format", "json"],
@@ -1266,7 +1249,7 @@ async fn the_command_line_shows_and_requeues_log_dead_letters() {
     let value: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(value["status"], "dead", "{json}");
 
-    let (code, status, _) = cli(&db, &outbox, &["outbox", "status"]).await;
+    let (code, status, _) = outbox_tests::ops_cli::run(&db, &outbox, &["outbox", "status"]).await;
     assert_eq!(code, 0);
     assert!(status.contains("write mode:        table"), "{status}");
     assert!(
@@ -1279,7 +1262,7 @@ async fn the_command_line_shows_and_requeues_log_dead_letters() {
     );
 
     broker.clear_failures();
-    let (code, out, err) = cli(
+    let (code, out, err) = outbox_tests::ops_cli::run(
         &db,
         &outbox,
         &["outbox", "log-dead", "requeue", &id, "--actor", "ada"],
@@ -1287,7 +1270,8 @@ async fn the_command_line_shows_and_requeues_log_dead_letters() {
     .await;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("requeued by ada"), "{out}");
-    let (code, _, err) = cli(&db, &outbox, &["outbox", "log-dead", "requeue", &id]).await;
+    let (code, _, err) =
+        outbox_tests::ops_cli::run(&db, &outbox, &["outbox", "log-dead", "requeue", &id]).await;
     assert_eq!(code, 2, "a second requeue is refused");
     assert!(
         err.contains("is requeued") || err.contains("is published"),
@@ -1300,7 +1284,8 @@ async fn the_command_line_shows_and_requeues_log_dead_letters() {
             .iter()
             .any(|e| e.aggregate_id == "poison")
     );
-    let (code, _, err) = cli(&db, &outbox, &["outbox", "log-dead", "show", "999999"]).await;
+    let (code, _, err) =
+        outbox_tests::ops_cli::run(&db, &outbox, &["outbox", "log-dead", "show", "999999"]).await;
     assert_eq!(code, 2);
     assert!(err.contains("999999"), "{err}");
     relay.stop().await;

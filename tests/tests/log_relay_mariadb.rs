@@ -133,26 +133,6 @@ async fn scalar(db: &TestDb, sql: &str) -> Option<String> {
         .unwrap()
 }
 
-/// Runs the operations command line (`ops ARGS…`) on the test's outbox: exit code, stdout,
-/// stderr.
-async fn cli(db: &TestDb, outbox: &Outbox, args: &[&str]) -> (u8, String, String) {
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = outbox_seaorm::cli::run_with(
-        std::iter::once("ops").chain(args.iter().copied()),
-        db.conn().clone(),
-        outbox.clone(),
-        || outbox_core::ContractRegistry::from_registrations([]),
-        &mut out,
-        &mut err,
-    )
-    .await;
-    (
-        code,
-        String::from_utf8(out).unwrap(),
-        String::from_utf8(err).unwrap(),
-    )
-}
-
 /// Waits until the slot's first start finished its backfill (from then on the relay streams
 /// from the snapshot's position).
 async fn wait_for_backfill(db: &TestDb, slot: &str) {
@@ -494,10 +474,12 @@ async fn purged_binlogs_stop_the_relay_until_the_position_is_reset() {
     note(&db, &outbox, "o", 0, 1).await;
     wait_for(&broker, 1).await;
     // The reset is refused while a relay holds the slot's lease, and for an unknown slot.
-    let (code, _, err) = cli(&db, &outbox, &["outbox", "log-reset", &slot]).await;
+    let (code, _, err) =
+        outbox_tests::ops_cli::run(&db, &outbox, &["outbox", "log-reset", &slot]).await;
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("holds its lease"), "{err}");
-    let (code, _, err) = cli(&db, &outbox, &["outbox", "log-reset", "no_such_slot"]).await;
+    let (code, _, err) =
+        outbox_tests::ops_cli::run(&db, &outbox, &["outbox", "log-reset", "no_such_slot"]).await;
     assert_eq!(code, 2, "{err}");
     relay.stop().await;
     // Another client's writes, then the binlogs up to them are purged.
@@ -534,7 +516,8 @@ async fn purged_binlogs_stop_the_relay_until_the_position_is_reset() {
     assert_eq!(broker.len(), 1, "nothing published meanwhile");
 
     // The documented step: `outbox log-reset SLOT`.
-    let (code, out, err) = cli(&db, &outbox, &["outbox", "log-reset", &slot]).await;
+    let (code, out, err) =
+        outbox_tests::ops_cli::run(&db, &outbox, &["outbox", "log-reset", &slot]).await;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("position forgotten"), "{out}");
     assert_eq!(stored_position(&db, &slot).await, None);
