@@ -338,8 +338,9 @@ impl<P: Publisher + 'static> Relay<P> {
     }
 
     /// Publishes until nothing is claimable (or a batch makes no progress) and returns what
-    /// it did. Rows waiting for a retry are not waited for. For tests, demos and one-shot
-    /// jobs.
+    /// it did. Rows waiting for a retry are not waited for, but a row whose retry falls due
+    /// while the drain still runs is tried again (with a short backoff and a broker that is
+    /// down, one drain can record several attempts). For tests, demos and one-shot jobs.
     ///
     /// # Errors
     /// [`RelayError::Database`] of the first batch that fails.
