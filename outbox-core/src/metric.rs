@@ -68,6 +68,9 @@ pub const WRITE_MODE: &str = "outbox_write_mode";
 /// Gauge: bytes of WAL a log relay's slot holds back (server position − acknowledged
 /// position), by `slot`.
 pub const LOG_SLOT_LAG_BYTES: &str = "outbox_log_slot_lag_bytes";
+/// Gauge: MariaDB: transactions the server binlogged after a log relay slot's acknowledged
+/// position (every replication domain summed), by `slot`; read every heartbeat interval.
+pub const LOG_SLOT_LAG_TRANSACTIONS: &str = "outbox_log_slot_lag_transactions";
 /// Gauge: 1 for a log relay slot's current `wal_status`, 0 for the other statuses, by
 /// `slot` and `status`; `lost` means the slot was invalidated.
 pub const LOG_SLOT_WAL_STATUS: &str = "outbox_log_slot_wal_status";

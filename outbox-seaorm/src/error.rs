@@ -59,16 +59,20 @@ pub enum CommitError {
         /// The first failed statement's error.
         error: String,
     },
-    /// The outbox's [`WriteMode`](crate::config::WriteMode) writes what only PostgreSQL's
-    /// log relay reads (`remove_after_insert`, message mode), and the database is not
-    /// PostgreSQL. Nothing was written.
+    /// The outbox's [`WriteMode`](crate::config::WriteMode) writes what only a log relay
+    /// reads, and the database has none for it ([`WriteMode::runs_on`](crate::config::WriteMode::runs_on)):
+    /// message mode needs PostgreSQL; `remove_after_insert` PostgreSQL or MariaDB. Nothing was
+    /// written.
     #[error(
-        "write mode `{mode}` needs PostgreSQL (its log relay reads the write-ahead log); use \
-         WriteMode::Table on this database"
+        "write mode `{mode}` cannot run on {backend}: message mode needs PostgreSQL, \
+         remove_after_insert a log relay (PostgreSQL or MariaDB); use WriteMode::table() on \
+         this database"
     )]
-    WriteModeNeedsPostgres {
+    WriteModeUnsupported {
         /// The write mode.
         mode: &'static str,
+        /// The database found.
+        backend: &'static str,
     },
     /// `COMMIT` itself failed. The database normally rolled back; if the connection was
     /// lost during `COMMIT`, the outcome is unknown (as for any transaction).

@@ -201,6 +201,8 @@
 mod backend;
 pub mod config;
 pub mod error;
+#[cfg(feature = "log-relay-mariadb")]
+mod gtid;
 pub mod inbox;
 pub mod job;
 mod lease;

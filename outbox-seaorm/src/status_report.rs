@@ -206,6 +206,11 @@ pub(crate) async fn log_slots(
 ) -> Result<Vec<LogSlotStatus>, DbErr> {
     let owners = store.log_slot_owners(db).await?;
     let binlog = db.get_database_backend() == sea_orm::DbBackend::MySql;
+    let server_position = if binlog {
+        binlog_position(db, store).await?
+    } else {
+        None
+    };
     let mut slots = Vec::with_capacity(owners.len());
     for owner in owners {
         let server = if binlog {
@@ -213,6 +218,10 @@ pub(crate) async fn log_slots(
         } else {
             store.slot(db, &owner.slot).await?
         };
+        let lag_transactions = transactions_behind(
+            owner.acknowledged_lsn.as_deref(),
+            server_position.as_deref(),
+        );
         slots.push(LogSlotStatus {
             streaming: if binlog {
                 owner.owner.is_some()
@@ -223,11 +232,41 @@ pub(crate) async fn log_slots(
             backfilled: owner.backfilled,
             acknowledged_lsn: owner.acknowledged_lsn,
             lag_bytes: server.as_ref().and_then(|slot| slot.lag_bytes),
+            lag_transactions,
             wal_status: server.and_then(|slot| slot.wal_status),
             slot: owner.slot,
         });
     }
     Ok(slots)
+}
+
+/// MariaDB's `@@gtid_binlog_pos` (`None` without the feature `log-relay-mariadb`).
+#[cfg(feature = "log-relay")]
+async fn binlog_position(db: &DatabaseConnection, store: &Store) -> Result<Option<String>, DbErr> {
+    #[cfg(feature = "log-relay-mariadb")]
+    return store.binlog_position(db).await.map(Some);
+    #[cfg(not(feature = "log-relay-mariadb"))]
+    {
+        let _ = (db, store);
+        Ok(None)
+    }
+}
+
+/// How many transactions `server` holds after the stored position `stored` (MariaDB).
+#[cfg(feature = "log-relay")]
+fn transactions_behind(stored: Option<&str>, server: Option<&str>) -> Option<u64> {
+    #[cfg(feature = "log-relay-mariadb")]
+    {
+        use crate::gtid::GtidPosition;
+        let stored = GtidPosition::parse(stored?).ok()?;
+        let server = GtidPosition::parse(server?).ok()?;
+        Some(stored.transactions_behind(&server))
+    }
+    #[cfg(not(feature = "log-relay-mariadb"))]
+    {
+        let _ = (stored, server);
+        None
+    }
 }
 
 /// Pending keyed rows per worker key, with the age of each key's oldest claimable row.

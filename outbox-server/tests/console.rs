@@ -539,16 +539,47 @@ async fn contracts_compiled_in_and_from_an_exported_folder() {
 }
 
 /// The log relay's dead letters: a permanently rejected event is dead-lettered, shown, and
-/// once requeued in the console the running log relay publishes it.
+/// once requeued in the console the running log relay publishes it; the overview shows the
+/// slot, its lag (WAL bytes) and its acknowledged position.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_relay_dead_letter_is_requeued_from_the_console_and_published() {
     const TEST: &str = "a_log_relay_dead_letter_is_requeued_from_the_console_and_published";
     let Some(db) = TestDb::logical_postgres(TEST).await else {
         return;
     };
+    let slot = format!("console_{}", uuid::Uuid::now_v7().simple());
+    requeued_from_the_console(&db, &slot, None, "B").await;
+    use sea_orm::ConnectionTrait as _;
+    let _ = db
+        .conn()
+        .execute_unprepared(&format!("SELECT pg_drop_replication_slot('{slot}')"))
+        .await;
+    db.close().await;
+}
+
+/// The same on MariaDB's binlog: the overview's lag counts binlogged transactions, the
+/// acknowledged position is a GTID.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_binlog_relay_dead_letter_is_requeued_from_the_console_and_published() {
+    const TEST: &str = "a_binlog_relay_dead_letter_is_requeued_from_the_console_and_published";
+    let Some(db) = TestDb::binlog_mariadb(TEST).await else {
+        return;
+    };
+    let slot = format!("console_{}", uuid::Uuid::now_v7().simple());
+    requeued_from_the_console(&db, &slot, Some(db.url()), "transaction").await;
+    db.close().await;
+}
+
+/// A log relay on `db` (its replication connection at `connection_url` when given) dead-letters
+/// an event; the console shows and requeues it; the overview's lag cell holds `lag_unit`.
+async fn requeued_from_the_console(
+    db: &TestDb,
+    slot: &str,
+    connection_url: Option<&str>,
+    lag_unit: &str,
+) {
     let outbox = Outbox::default();
     schema::install(db.conn(), &outbox).await.unwrap();
-    let slot = format!("console_{}", uuid::Uuid::now_v7().simple());
     let broker = InProcessBroker::new();
     let refusing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
     let refuse = refusing.clone();
@@ -561,8 +592,12 @@ async fn a_log_relay_dead_letter_is_requeued_from_the_console_and_published() {
         outbox.clone(),
         broker.clone(),
     )
-    .slot(&slot)
-    .heartbeat_interval(std::time::Duration::from_millis(200))
+    .slot(slot)
+    .heartbeat_interval(std::time::Duration::from_millis(200));
+    let relay = match connection_url {
+        Some(url) => relay.connection_url(url),
+        None => relay,
+    }
     .build()
     .unwrap();
     let shutdown = tokio_util::sync::CancellationToken::new();
@@ -599,11 +634,47 @@ async fn a_log_relay_dead_letter_is_requeued_from_the_console_and_published() {
     let mut client = Client::new(&base);
     client.log_in("", OPERATOR).await;
     let list = client.get("/relays/outbox/log-dead-letters").await;
-    assert!(list.body.contains(&slot), "{}", list.body);
+    assert!(list.body.contains(slot), "{}", list.body);
+    // PostgreSQL's relay stores its position with the lease renewal.
+    let stored = support::eventually(std::time::Duration::from_secs(30), || async {
+        ops.log_slots()
+            .await
+            .is_ok_and(|slots| slots.iter().any(|s| s.acknowledged_lsn.is_some()))
+    })
+    .await;
+    assert!(stored, "a stored position");
+    let acknowledged = async || {
+        ops.log_slots()
+            .await
+            .unwrap()
+            .into_iter()
+            .find_map(|s| s.acknowledged_lsn)
+            .expect("a stored position")
+    };
+    // Read before and after the page: a lease renewal may store a later one meanwhile.
+    let before = acknowledged().await;
     let overview = client.get("/").await;
+    let after = acknowledged().await;
     assert!(
-        overview.body.contains("Log slots") && overview.body.contains(&slot),
+        overview.body.contains("Log slots") && overview.body.contains(slot),
         "{}",
+        overview.body
+    );
+    let lag = overview
+        .body
+        .split(r#"<td class="lag">"#)
+        .nth(1)
+        .and_then(|cell| cell.split("</td>").next())
+        .unwrap_or_default();
+    assert!(
+        lag.contains(lag_unit),
+        "lag cell {lag:?}, expected {lag_unit:?}"
+    );
+    assert!(
+        [&before, &after]
+            .iter()
+            .any(|position| overview.body.contains(&format!("<code>{position}</code>"))),
+        "{before} or {after}: {}",
         overview.body
     );
     let page = format!("/relays/outbox/log-dead-letters/{id}");
@@ -629,10 +700,4 @@ async fn a_log_relay_dead_letter_is_requeued_from_the_console_and_published() {
     );
     shutdown.cancel();
     running.await.unwrap().unwrap();
-    use sea_orm::ConnectionTrait as _;
-    let _ = db
-        .conn()
-        .execute_unprepared(&format!("SELECT pg_drop_replication_slot('{slot}')"))
-        .await;
-    db.close().await;
 }

@@ -11,6 +11,7 @@ pub mod binlog_mariadb;
 pub mod bookstore;
 pub mod db;
 pub mod log_capture;
+pub mod log_relay_cases;
 pub mod logical_pg;
 pub mod metrics;
 pub mod ops_cli;

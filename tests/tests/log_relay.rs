@@ -10,17 +10,18 @@ use std::time::Duration;
 use outbox_core::in_process::InProcessBroker;
 use outbox_core::{Envelope, Raise};
 use outbox_seaorm::record::OutboxRecord;
-use outbox_seaorm::relay::log::{LogRelay, LogRelayBuilder, LogRelayError, LogRelayReport};
+use outbox_seaorm::relay::log::{LogRelay, LogRelayBuilder, LogRelayError};
 use outbox_seaorm::schema;
 use outbox_seaorm::{Outbox, WriteMode};
 use outbox_tests::bookstore::{OrderNotedV2, OrderingContracts, OrderingEvent};
 use outbox_tests::db::TestDb;
 use sea_orm::{ConnectionTrait, Statement, TransactionTrait as _};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-const WAIT: Duration = Duration::from_secs(20);
+use outbox_tests::log_relay_cases::{
+    self as cases, Running, WAIT, eventually, note, notes, wait_for,
+};
 
 async fn logical_db(test: &str) -> Option<(TestDb, Outbox)> {
     let db = TestDb::logical_postgres(test).await?;
@@ -46,43 +47,6 @@ fn log_relay(
         .feedback_interval(Duration::from_millis(50))
 }
 
-struct Running {
-    shutdown: CancellationToken,
-    task: JoinHandle<Result<LogRelayReport, LogRelayError>>,
-}
-
-impl Running {
-    fn start(relay: LogRelay<InProcessBroker>) -> Self {
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(relay.run(shutdown.clone()));
-        Self { shutdown, task }
-    }
-
-    async fn stop(self) -> LogRelayReport {
-        self.shutdown.cancel();
-        tokio::time::timeout(WAIT, self.task)
-            .await
-            .expect("the log relay stopped")
-            .expect("the log relay did not panic")
-            .expect("the log relay ran without a fatal error")
-    }
-
-    /// A crash: the task is aborted, its connection dropped, no final acknowledgement.
-    async fn crash(self) {
-        self.task.abort();
-        let _ = self.task.await;
-    }
-}
-
-/// Polls `condition` every 50 ms until it holds; fails with `what` after [`WAIT`].
-async fn eventually(what: &str, mut condition: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !condition().await {
-        assert!(tokio::time::Instant::now() < deadline, "{what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Waits until the slot exists and is streamed from.
 async fn wait_for_active_slot(db: &TestDb, slot: &str) {
     // A slot being created is active before its snapshot exists (it waits for the
@@ -106,39 +70,6 @@ async fn wait_for_active_slot(db: &TestDb, slot: &str) {
     .await;
 }
 
-async fn note(db: &TestDb, outbox: &Outbox, order: &str, from: u32, count: u32) -> Vec<Uuid> {
-    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
-    for n in from..from + count {
-        uow.raise(OrderingEvent::Noted {
-            order_id: order.to_owned(),
-            n,
-        });
-    }
-    uow.commit().await.unwrap().message_ids
-}
-
-fn notes(envelopes: &[Envelope]) -> Vec<(String, u32)> {
-    envelopes
-        .iter()
-        .map(|envelope| {
-            (
-                envelope.aggregate_id.clone(),
-                envelope.decode::<OrderNotedV2>().unwrap().n,
-            )
-        })
-        .collect()
-}
-
-async fn wait_for(broker: &InProcessBroker, count: usize) {
-    assert!(
-        broker.wait_for_published(count, WAIT).await,
-        "expected {count} messages, the broker has {}",
-        broker.len()
-    );
-}
-
-/// A transaction that inserted first and committed second is published second: the log
-/// delivers commit order, and no row is lost whichever order `seq` says.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_commit_is_published_in_commit_order() {
     let Some((db, outbox)) = logical_db("a_late_commit_is_published_in_commit_order").await else {
@@ -565,25 +496,16 @@ async fn message_mode_publishes_without_a_table_row() {
     db.close().await;
 }
 
-/// `remove_after_insert`: each row is deleted in its own transaction, the table stays
-/// empty, and the log relay still publishes every insert.
+/// `remove_after_insert` (`outbox_tests::log_relay_cases`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn remove_after_insert_keeps_the_table_empty() {
     let Some((db, _)) = logical_db("remove_after_insert_keeps_the_table_empty").await else {
         return;
     };
-    let outbox = Outbox::builder()
-        .write_mode(WriteMode::table_removed_after_insert())
-        .build()
-        .unwrap();
-    let broker = InProcessBroker::new();
     let slot = slot_name();
-    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
-    wait_for_active_slot(&db, &slot).await;
-    let ids = commit_and_wait(&db, &outbox, &broker, "a", 4, 4).await;
-    assert_eq!(outbox_rows(&db).await, 0, "the rows were removed again");
-    assert_eq!(broker.message_ids(), ids);
-    relay.stop().await;
+    let relay = |outbox: &Outbox, broker: &InProcessBroker| log_relay(&db, outbox, broker, &slot);
+    cases::remove_after_insert_keeps_the_table_empty(&db, &relay, wait_for_active_slot(&db, &slot))
+        .await;
     db.close().await;
 }
 
@@ -607,7 +529,7 @@ async fn log_only_write_modes_are_refused_elsewhere() {
         });
         let error = uow.commit().await.unwrap_err();
         assert!(
-            matches!(error, CommitError::WriteModeNeedsPostgres { mode: m } if m == mode.as_str()),
+            matches!(error, CommitError::WriteModeUnsupported { mode: m, backend: "SQLite" } if m == mode.as_str()),
             "{error}"
         );
         assert_eq!(OutboxRecord::count(db.conn(), &outbox).await.unwrap(), 0);
@@ -855,7 +777,7 @@ async fn a_slot_in_use_is_waited_for() {
     wait_for_active_slot(&db, &slot).await;
     let relay = Running::start(quick());
     tokio::time::sleep(Duration::from_millis(800)).await;
-    assert!(!relay.task.is_finished(), "55006 is not fatal");
+    assert!(!relay.is_finished(), "55006 is not fatal");
     other.kill().unwrap();
     other.wait().unwrap();
     let ids = note(&db, &outbox, "a", 0, 2).await;
@@ -1007,288 +929,45 @@ async fn an_invalidated_slot_stops_the_relay_and_is_recovered() {
     drop(cluster);
 }
 
-/// A poison event cannot stop the log: it is dead-lettered and the slot moves on. Under
-/// `DeadLetterPolicy::Block` the later events of its aggregate are parked in order (those
-/// streamed later too), every other aggregate goes on; a requeue publishes the dead one and
-/// then the parked ones, in order; a skip (with a reason) releases the parked ones without
-/// it. Both are in the operator log.
+/// Block parking, requeue and skip (`outbox_tests::log_relay_cases`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poison_event_parks_only_its_aggregate_until_requeued_or_skipped() {
-    use outbox_core::publish::PublishError;
-    use outbox_seaorm::ops::Operations;
-    use outbox_seaorm::record::log_dead_letter::LogDeadLetterStatus;
     let Some((db, outbox)) =
         logical_db("a_poison_event_parks_only_its_aggregate_until_requeued_or_skipped").await
     else {
         return;
     };
-    let broker = InProcessBroker::new();
-    broker.fail_messages(|envelope| {
-        let n = envelope.decode::<OrderNotedV2>().ok()?.n;
-        (envelope.aggregate_id.starts_with("poison") && n == 1)
-            .then(|| PublishError::rejected("the broker refuses note 1"))
-    });
     let slot = slot_name();
-    let relay = Running::start(
-        log_relay(&db, &outbox, &broker, &slot)
-            .max_attempts(2)
-            .backoff(
-                outbox_core::policy::Backoff::new()
-                    .with_min_delay(Duration::from_millis(10))
-                    .with_jitter(false),
-            )
-            .build()
-            .unwrap(),
-    );
-    wait_for_active_slot(&db, &slot).await;
-    let ops = Operations::new(db.conn().clone(), outbox.clone());
-    note(&db, &outbox, "poison-a", 0, 4).await;
-    note(&db, &outbox, "poison-b", 0, 3).await;
-    note(&db, &outbox, "fine", 0, 3).await;
-    // Streamed after the aggregate is held: parked as well.
-    wait_for(&broker, 5).await;
-    note(&db, &outbox, "poison-a", 4, 1).await;
-    note(&db, &outbox, "fine", 3, 1).await;
-    wait_for(&broker, 6).await;
-    let entries = async || {
-        ops.log_dead_letters(Some(&slot), None, None, 100)
-            .await
-            .unwrap()
-    };
-    eventually("two dead and four parked entries", async || {
-        entries().await.len() >= 6
-    })
+    let relay = |outbox: &Outbox, broker: &InProcessBroker| log_relay(&db, outbox, broker, &slot);
+    cases::a_poison_event_parks_only_its_aggregate_until_requeued_or_skipped(
+        &db,
+        &outbox,
+        &slot,
+        &relay,
+        wait_for_active_slot(&db, &slot),
+    )
     .await;
-    let summary = |entries: &[outbox_seaorm::record::log_dead_letter::LogDeadLetter]| {
-        entries
-            .iter()
-            .map(|e| {
-                let n = e
-                    .envelope
-                    .as_ref()
-                    .map(|env| env.decode::<OrderNotedV2>().unwrap().n);
-                (e.aggregate_id.clone(), n, e.status)
-            })
-            .collect::<Vec<_>>()
-    };
-    use LogDeadLetterStatus::{Dead, Parked, Published, Skipped};
-    let mut held = summary(&entries().await);
-    held.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
-    assert_eq!(
-        held,
-        [
-            ("poison-a".into(), Some(1), Dead),
-            ("poison-a".into(), Some(2), Parked),
-            ("poison-a".into(), Some(3), Parked),
-            ("poison-a".into(), Some(4), Parked),
-            ("poison-b".into(), Some(1), Dead),
-            ("poison-b".into(), Some(2), Parked),
-        ]
-    );
-    assert_eq!(
-        notes(&broker.published()),
-        [
-            ("poison-a".into(), 0),
-            ("poison-b".into(), 0),
-            ("fine".into(), 0),
-            ("fine".into(), 1),
-            ("fine".into(), 2),
-            ("fine".into(), 3),
-        ],
-        "only the poisoned aggregates wait"
-    );
-
-    // Requeue poison-a's dead note (the broker accepts it now); skip poison-b's.
-    broker.clear_failures();
-    let dead = ops
-        .log_dead_letters(Some(&slot), None, Some(Dead), 10)
-        .await
-        .unwrap();
-    let id_of = |aggregate: &str| {
-        dead.iter()
-            .find(|e| e.aggregate_id == aggregate)
-            .map(|e| e.id)
-            .unwrap()
-    };
-    let dead_a = id_of("poison-a");
-    let dead_b = id_of("poison-b");
-    assert!(
-        ops.skip_log_dead_letter(dead_b, "ops@example", " ")
-            .await
-            .is_err(),
-        "a reason is required"
-    );
-    assert!(
-        ops.requeue_log_dead_letter(dead_a, "ops@example")
-            .await
-            .unwrap()
-    );
-    assert!(
-        ops.skip_log_dead_letter(dead_b, "ops@example", "note 1 was a test")
-            .await
-            .unwrap()
-    );
-    assert!(
-        !ops.requeue_log_dead_letter(dead_b, "ops@example")
-            .await
-            .unwrap(),
-        "not dead any more"
-    );
-    wait_for(&broker, 11).await;
-    let poison_a: Vec<u32> = notes(&broker.published_for(
-        <OrderNotedV2 as outbox_core::IntegrationEvent>::AGGREGATE_TYPE,
-        "poison-a",
-    ))
-    .into_iter()
-    .map(|(_, n)| n)
-    .collect();
-    assert_eq!(
-        poison_a,
-        [0, 1, 2, 3, 4],
-        "requeued, then the parked ones, in order"
-    );
-    let poison_b: Vec<u32> = notes(&broker.published_for(
-        <OrderNotedV2 as outbox_core::IntegrationEvent>::AGGREGATE_TYPE,
-        "poison-b",
-    ))
-    .into_iter()
-    .map(|(_, n)| n)
-    .collect();
-    assert_eq!(
-        poison_b,
-        [0, 2],
-        "skipped: never published; the parked one released"
-    );
-    // The broker has them before their entries are marked.
-    eventually("every held entry released", async || {
-        !entries().await.iter().any(|e| e.status.holds_aggregate())
-    })
-    .await;
-    let mut after = summary(&entries().await);
-    after.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
-    assert_eq!(
-        after.iter().map(|e| e.2).collect::<Vec<_>>(),
-        [
-            Published, Published, Published, Published, Skipped, Published
-        ]
-    );
-    // The aggregate is free again: its next event goes straight out.
-    note(&db, &outbox, "poison-a", 5, 1).await;
-    wait_for(&broker, 12).await;
-    let log = ops.operator_log(None).await.unwrap();
-    assert_eq!(log.len(), 2, "{log:?}");
-    assert!(
-        log.iter()
-            .any(|a| a.actor == "ops@example" && a.reason.as_deref() == Some("note 1 was a test"))
-    );
-    let report = relay.stop().await;
-    assert_eq!(report.dead_lettered, 2, "{report:?}");
-    assert_eq!(report.parked, 4, "{report:?}");
-    assert_eq!(report.released, 5, "{report:?}");
     db.close().await;
 }
 
-/// The command line shows the write mode and the log relay's slots in `status`, lists and
-/// shows its dead letters (the envelope pretty-printed, JSON on request),
-/// requeues one (the relay publishes it) and refuses to requeue it twice.
+/// `outbox log-dead` and `outbox status` (`outbox_tests::log_relay_cases`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_command_line_shows_and_requeues_log_dead_letters() {
-    use outbox_core::publish::PublishError;
     let Some((db, outbox)) =
         logical_db("the_command_line_shows_and_requeues_log_dead_letters").await
     else {
         return;
     };
-    let broker = InProcessBroker::new();
-    broker.fail_messages(|envelope| {
-        (envelope.aggregate_id == "poison").then(|| PublishError::rejected("no <b>way</b>"))
-    });
     let slot = slot_name();
-    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
-    wait_for_active_slot(&db, &slot).await;
-    note(&db, &outbox, "poison", 0, 1).await;
-    note(&db, &outbox, "fine", 0, 1).await;
-    wait_for(&broker, 1).await;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let listed = loop {
-        let (code, out, err) =
-            outbox_tests::ops_cli::run(&db, &outbox, &["outbox", "log-dead", "list"]).await;
-        assert_eq!(code, 0, "{err}");
-        if out.contains("\tdead\t") {
-            break out;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{out}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert!(
-        listed.contains("outboxtest.ordering.order-noted.v2"),
-        "{listed}"
-    );
-    assert!(listed.ends_with("1 entry\n"), "{listed}");
-    let id = listed
-        .lines()
-        .nth(1)
-        .unwrap()
-        .split('\t')
-        .next()
-        .unwrap()
-        .to_owned();
-    let (code, shown, _) =
-        outbox_tests::ops_cli::run(&db, &outbox, &["outbox", "log-dead", "show", &id]).await;
-    assert_eq!(code, 0);
-    assert!(shown.contains("status:       dead"), "{shown}");
-    assert!(shown.contains("rejected"), "{shown}");
-    assert!(shown.contains("\"aggregate_id\": \"poison\""), "{shown}");
-    let (code, json, _) = outbox_tests::ops_cli::run(
+    let relay = |outbox: &Outbox, broker: &InProcessBroker| log_relay(&db, outbox, broker, &slot);
+    cases::the_command_line_shows_and_requeues_log_dead_letters(
         &db,
         &outbox,
-        &["outbox", "log-dead", "show", &id, "--format", "json"],
+        &slot,
+        &relay,
+        wait_for_active_slot(&db, &slot),
     )
     .await;
-    assert_eq!(code, 0);
-    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(value["status"], "dead", "{json}");
-
-    let (code, status, _) = outbox_tests::ops_cli::run(&db, &outbox, &["outbox", "status"]).await;
-    assert_eq!(code, 0);
-    assert!(status.contains("write mode:        table"), "{status}");
-    assert!(
-        status.contains(&format!("  {slot}  active relay: log-relay-")),
-        "{status}"
-    );
-    assert!(
-        status.contains("log dead letters:  1 dead, 0 parked"),
-        "{status}"
-    );
-
-    broker.clear_failures();
-    let (code, out, err) = outbox_tests::ops_cli::run(
-        &db,
-        &outbox,
-        &["outbox", "log-dead", "requeue", &id, "--actor", "ada"],
-    )
-    .await;
-    assert_eq!(code, 0, "{err}");
-    assert!(out.contains("requeued by ada"), "{out}");
-    let (code, _, err) =
-        outbox_tests::ops_cli::run(&db, &outbox, &["outbox", "log-dead", "requeue", &id]).await;
-    assert_eq!(code, 2, "a second requeue is refused");
-    assert!(
-        err.contains("is requeued") || err.contains("is published"),
-        "{err}"
-    );
-    wait_for(&broker, 2).await;
-    assert!(
-        broker
-            .published()
-            .iter()
-            .any(|e| e.aggregate_id == "poison")
-    );
-    let (code, _, err) =
-        outbox_tests::ops_cli::run(&db, &outbox, &["outbox", "log-dead", "show", "999999"]).await;
-    assert_eq!(code, 2);
-    assert!(err.contains("999999"), "{err}");
-    relay.stop().await;
     db.close().await;
 }
 

@@ -10,17 +10,18 @@ use outbox_core::{Envelope, Raise};
 use outbox_seaorm::Outbox;
 use outbox_seaorm::ops::Operations;
 use outbox_seaorm::record::OutboxRecord;
-use outbox_seaorm::relay::log::{LogRelay, LogRelayBuilder, LogRelayError, LogRelayReport};
+use outbox_seaorm::relay::log::{LogRelay, LogRelayBuilder, LogRelayError};
 use outbox_seaorm::schema;
 use outbox_tests::binlog_mariadb::BinlogMariaDb;
-use outbox_tests::bookstore::{OrderNotedV2, OrderingContracts, OrderingEvent};
+use outbox_tests::bookstore::{OrderingContracts, OrderingEvent};
 use outbox_tests::db::{Backend, TestDb};
 use sea_orm::{ConnectionTrait, DbBackend, Statement, TransactionTrait as _};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-const WAIT: Duration = Duration::from_secs(20);
+use outbox_tests::log_relay_cases::{
+    self as cases, Running, WAIT, eventually, note, notes, wait_for,
+};
 
 /// A fresh database with the outbox installed, on the shared binlog server.
 async fn binlog_db(test: &str) -> Option<(TestDb, Outbox)> {
@@ -72,52 +73,6 @@ fn log_relay(
         .feedback_interval(Duration::from_millis(50))
 }
 
-struct Running {
-    shutdown: CancellationToken,
-    task: JoinHandle<Result<LogRelayReport, LogRelayError>>,
-}
-
-impl Running {
-    fn start(relay: LogRelay<InProcessBroker>) -> Self {
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(relay.run(shutdown.clone()));
-        Self { shutdown, task }
-    }
-
-    async fn stop(self) -> LogRelayReport {
-        self.shutdown.cancel();
-        tokio::time::timeout(WAIT, self.task)
-            .await
-            .expect("the log relay stopped")
-            .expect("the log relay did not panic")
-            .expect("the log relay ran without a fatal error")
-    }
-
-    /// A crash: the task is aborted, its connections dropped, no final position stored.
-    async fn crash(self) {
-        self.task.abort();
-        let _ = self.task.await;
-    }
-
-    /// The fatal error it stops with on its own.
-    async fn error(self) -> LogRelayError {
-        tokio::time::timeout(WAIT, self.task)
-            .await
-            .expect("the log relay stopped on its own")
-            .expect("the log relay did not panic")
-            .expect_err("the log relay stopped with an error")
-    }
-}
-
-/// Polls `condition` every 50 ms until it holds; fails with `what` after [`WAIT`].
-async fn eventually(what: &str, mut condition: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !condition().await {
-        assert!(tokio::time::Instant::now() < deadline, "{what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// One value of a query's first row and column, as text.
 async fn scalar(db: &TestDb, sql: &str) -> Option<String> {
     let row = db
@@ -152,38 +107,6 @@ async fn stored_position(db: &TestDb, slot: &str) -> Option<String> {
         &format!("SELECT acknowledged_lsn FROM outbox_log_slots WHERE slot = '{slot}'"),
     )
     .await
-}
-
-async fn note(db: &TestDb, outbox: &Outbox, order: &str, from: u32, count: u32) -> Vec<Uuid> {
-    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
-    for n in from..from + count {
-        uow.raise(OrderingEvent::Noted {
-            order_id: order.to_owned(),
-            n,
-        });
-    }
-    uow.commit().await.unwrap().message_ids
-}
-
-fn notes(envelopes: &[Envelope]) -> Vec<(String, u32)> {
-    envelopes
-        .iter()
-        .map(|envelope| {
-            (
-                envelope.aggregate_id.clone(),
-                envelope.decode::<OrderNotedV2>().unwrap().n,
-            )
-        })
-        .collect()
-}
-
-async fn wait_for(broker: &InProcessBroker, count: usize) {
-    assert!(
-        broker.wait_for_published(count, WAIT).await,
-        "expected {count} messages, the broker has {}: {:?}",
-        broker.len(),
-        notes(&broker.published())
-    );
 }
 
 /// The value of a server variable.
@@ -831,5 +754,318 @@ async fn a_position_from_another_server_is_refused() {
         "{error}"
     );
     assert!(broker.is_empty(), "nothing streamed from elsewhere");
+    db.close().await;
+}
+
+/// The sequence number of replication domain 0 in a GTID position (`0-1-42,…`).
+fn domain_0_sequence(position: &str) -> Option<u64> {
+    position
+        .split(',')
+        .find_map(|gtid| gtid.strip_prefix("0-"))
+        .and_then(|rest| rest.rsplit('-').next())
+        .map(|sequence| sequence.parse().unwrap())
+}
+
+/// The sequence number of the server's last transaction in replication domain 0.
+async fn binlog_sequence(db: &TestDb) -> u64 {
+    domain_0_sequence(&variable(db, "gtid_binlog_pos").await).unwrap_or(0)
+}
+
+/// An idle relay stores its last batch's position at once (a crash then redelivers
+/// nothing), and afterwards writes only with its lease: its own position and lease writes
+/// are binlog transactions too, which it must not chase (it wrote its position about ten
+/// times a second on an idle server).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_relay_stores_its_last_batch_then_writes_only_with_its_lease() {
+    let Some(server) = BinlogMariaDb::dedicated(
+        "an_idle_relay_stores_its_last_batch_then_writes_only_with_its_lease",
+        &[],
+    )
+    .await
+    else {
+        return;
+    };
+    let (db, outbox) = db_on(&server).await;
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    // The lease is renewed every 3 s.
+    let quiet = |broker: &InProcessBroker| {
+        log_relay(&db, &outbox, broker, &slot)
+            .lease_ttl(Duration::from_secs(9))
+            .build()
+            .unwrap()
+    };
+    let relay = Running::start(quiet(&broker));
+    wait_for_backfill(&db, &slot).await;
+    let first = note(&db, &outbox, "a", 0, 3).await;
+    let committed = binlog_sequence(&db).await;
+    wait_for(&broker, 3).await;
+    eventually("the last batch's position stored", async || {
+        stored_position(&db, &slot)
+            .await
+            .and_then(|stored| domain_0_sequence(&stored))
+            .is_some_and(|sequence| sequence >= committed)
+    })
+    .await;
+    let before = binlog_sequence(&db).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let written = binlog_sequence(&db).await - before;
+    eprintln!("an idle relay wrote {written} transactions in 3 s");
+    assert!(
+        written <= 4,
+        "an idle relay wrote {written} transactions in 3 s (one lease renewal is two)"
+    );
+    relay.crash().await;
+    let later = note(&db, &outbox, "a", 3, 1).await;
+    // `outbox status`: the slot's lag is what the server binlogged after the stored
+    // position, the later commit among it.
+    let stored_sequence = domain_0_sequence(&stored_position(&db, &slot).await.unwrap()).unwrap();
+    let expected_lag = binlog_sequence(&db).await - stored_sequence;
+    let status = Operations::new(db.conn().clone(), outbox.clone())
+        .status()
+        .await
+        .unwrap();
+    let slots = status.log_relay.expect("the log relay's slots").slots;
+    assert_eq!(slots[0].lag_transactions, Some(expected_lag), "{slots:?}");
+    assert!(expected_lag >= 1, "{slots:?}");
+    assert_eq!(slots[0].lag_bytes, None);
+    let after = InProcessBroker::new();
+    let relay = Running::start(quiet(&after));
+    wait_for(&after, 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    relay.stop().await;
+    assert_eq!(broker.message_ids(), first);
+    assert_eq!(after.message_ids(), later, "nothing redelivered");
+    db.close().await;
+    drop(server);
+}
+
+/// `remove_after_insert` on MariaDB (`outbox_tests::log_relay_cases`): the binlog keeps the
+/// inserts, the relay ignores the deletes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn remove_after_insert_keeps_the_table_empty() {
+    let Some(db) = TestDb::binlog_mariadb("remove_after_insert_keeps_the_table_empty").await else {
+        return;
+    };
+    schema::install(db.conn(), &Outbox::default())
+        .await
+        .unwrap();
+    let slot = slot_name();
+    let relay = |outbox: &Outbox, broker: &InProcessBroker| log_relay(&db, outbox, broker, &slot);
+    cases::remove_after_insert_keeps_the_table_empty(&db, &relay, wait_for_backfill(&db, &slot))
+        .await;
+    db.close().await;
+}
+
+/// Block parking, requeue and skip on MariaDB (`outbox_tests::log_relay_cases`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_event_parks_only_its_aggregate_until_requeued_or_skipped() {
+    let Some((db, outbox)) =
+        binlog_db("a_poison_event_parks_only_its_aggregate_until_requeued_or_skipped").await
+    else {
+        return;
+    };
+    let slot = slot_name();
+    let relay = |outbox: &Outbox, broker: &InProcessBroker| log_relay(&db, outbox, broker, &slot);
+    cases::a_poison_event_parks_only_its_aggregate_until_requeued_or_skipped(
+        &db,
+        &outbox,
+        &slot,
+        &relay,
+        wait_for_backfill(&db, &slot),
+    )
+    .await;
+    db.close().await;
+}
+
+/// `outbox log-dead` and `outbox status` on MariaDB (`outbox_tests::log_relay_cases`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_command_line_shows_and_requeues_log_dead_letters() {
+    let Some((db, outbox)) =
+        binlog_db("the_command_line_shows_and_requeues_log_dead_letters").await
+    else {
+        return;
+    };
+    let slot = slot_name();
+    let relay = |outbox: &Outbox, broker: &InProcessBroker| log_relay(&db, outbox, broker, &slot);
+    cases::the_command_line_shows_and_requeues_log_dead_letters(
+        &db,
+        &outbox,
+        &slot,
+        &relay,
+        wait_for_backfill(&db, &slot),
+    )
+    .await;
+    db.close().await;
+}
+
+/// Message mode is PostgreSQL's: on MariaDB its commit writes nothing and says so, and the
+/// log relay refuses such an outbox.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_mode_is_refused_on_mariadb() {
+    use outbox_seaorm::{CommitError, WriteMode};
+    let Some((db, _)) = binlog_db("message_mode_is_refused_on_mariadb").await else {
+        return;
+    };
+    let outbox = Outbox::builder()
+        .write_mode(WriteMode::message())
+        .build()
+        .unwrap();
+    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+    uow.raise(OrderingEvent::Noted {
+        order_id: "a".into(),
+        n: 0,
+    });
+    let error = uow.commit().await.unwrap_err();
+    assert!(
+        matches!(
+            error,
+            CommitError::WriteModeUnsupported {
+                mode: "message",
+                backend: "MySQL / MariaDB"
+            }
+        ),
+        "{error}"
+    );
+    assert!(error.to_string().contains("WriteMode::table()"), "{error}");
+    assert_eq!(OutboxRecord::count(db.conn(), &outbox).await.unwrap(), 0);
+    let refused = log_relay(&db, &outbox, &InProcessBroker::new(), &slot_name()).build();
+    let Err(error) = refused else {
+        panic!("a message-mode outbox was accepted on MariaDB");
+    };
+    assert!(
+        matches!(&error, LogRelayError::NotPostgres { backend } if backend.contains("message-mode")),
+        "{error}"
+    );
+    db.close().await;
+}
+
+/// A real user without the binlog privileges: the relay refuses to start and names what is
+/// missing; with `REPLICATION SLAVE` alone, `BINLOG MONITOR`; with both, it streams.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_without_binlog_privileges_is_refused() {
+    let Some((db, outbox)) = binlog_db("a_user_without_binlog_privileges_is_refused").await else {
+        return;
+    };
+    let database = db.url().rsplit('/').next().unwrap().to_owned();
+    let user = format!("relay_{}", &Uuid::now_v7().simple().to_string()[20..]);
+    for host in ["%", "localhost"] {
+        for statement in [
+            format!("CREATE USER '{user}'@'{host}'"),
+            format!("GRANT ALL PRIVILEGES ON `{database}`.* TO '{user}'@'{host}'"),
+        ] {
+            db.conn().execute_unprepared(&statement).await.unwrap();
+        }
+    }
+    let url = db.url().replacen("root@", &format!("{user}@"), 1);
+    let as_user = sea_orm::Database::connect(&url).await.unwrap();
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let relay = || {
+        LogRelay::builder(as_user.clone(), outbox.clone(), broker.clone())
+            .slot(&slot)
+            .connection_url(&url)
+            .heartbeat_interval(Duration::from_millis(200))
+            .feedback_interval(Duration::from_millis(50))
+            .build()
+            .unwrap()
+    };
+    let error = Running::start(relay()).error().await;
+    assert!(
+        matches!(&error, LogRelayError::NoBinlogPrivilege { missing, user: u }
+            if missing == "REPLICATION SLAVE and BINLOG MONITOR" && u.contains(&user)),
+        "{error}"
+    );
+    for host in ["%", "localhost"] {
+        db.conn()
+            .execute_unprepared(&format!(
+                "GRANT REPLICATION SLAVE ON *.* TO '{user}'@'{host}'"
+            ))
+            .await
+            .unwrap();
+    }
+    let error = Running::start(relay()).error().await;
+    assert!(
+        matches!(&error, LogRelayError::NoBinlogPrivilege { missing, .. } if missing == "BINLOG MONITOR"),
+        "{error}"
+    );
+    assert!(error.to_string().contains("GRANT"), "{error}");
+    for host in ["%", "localhost"] {
+        db.conn()
+            .execute_unprepared(&format!("GRANT BINLOG MONITOR ON *.* TO '{user}'@'{host}'"))
+            .await
+            .unwrap();
+    }
+    let running = Running::start(relay());
+    wait_for_backfill(&db, &slot).await;
+    let ids = note(&db, &outbox, "a", 0, 2).await;
+    wait_for(&broker, 2).await;
+    assert_eq!(broker.message_ids(), ids);
+    running.stop().await;
+    as_user.close().await.unwrap();
+    for host in ["%", "localhost"] {
+        db.conn()
+            .execute_unprepared(&format!("DROP USER '{user}'@'{host}'"))
+            .await
+            .unwrap();
+    }
+    db.close().await;
+}
+
+/// An event type longer than its column: a strict server refuses the row (nothing is
+/// written); a non-strict one truncates it, and the relay dead-letters the truncated,
+/// unversioned type with the error, and the stream moves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_type_over_the_column_limit_is_refused_or_dead_lettered() {
+    let Some((db, outbox)) =
+        binlog_db("an_event_type_over_the_column_limit_is_refused_or_dead_lettered").await
+    else {
+        return;
+    };
+    let long = note(&db, &outbox, "long", 0, 1).await;
+    let lengthen = "UPDATE long_rows SET event_type = CONCAT(REPEAT('x.', 150), event_type)";
+    for statement in [
+        "CREATE TABLE long_rows AS SELECT * FROM outbox".to_owned(),
+        "DELETE FROM outbox".to_owned(),
+        format!("SET STATEMENT sql_mode = '' FOR {lengthen}"),
+    ] {
+        db.conn().execute_unprepared(&statement).await.unwrap();
+    }
+    let strict = db.conn().execute_unprepared(lengthen).await;
+    assert!(
+        strict
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("too long")),
+        "a strict server refuses it: {strict:?}"
+    );
+    let broker = InProcessBroker::new();
+    let slot = slot_name();
+    let relay = Running::start(log_relay(&db, &outbox, &broker, &slot).build().unwrap());
+    wait_for_backfill(&db, &slot).await;
+    db.conn()
+        .execute_unprepared("INSERT INTO outbox SELECT * FROM long_rows")
+        .await
+        .unwrap();
+    let good = note(&db, &outbox, "good", 0, 1).await;
+    wait_for(&broker, 1).await;
+    assert_eq!(broker.message_ids(), good);
+    let ops = Operations::new(db.conn().clone(), outbox.clone());
+    eventually("the truncated row dead-lettered", async || {
+        !ops.log_dead_letters(Some(&slot), None, None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    })
+    .await;
+    let dead = ops
+        .log_dead_letters(Some(&slot), None, None, 10)
+        .await
+        .unwrap();
+    assert_eq!(dead.len(), 1, "{dead:?}");
+    assert_eq!(dead[0].message_id, Some(long[0]));
+    assert_eq!(dead[0].event_type.chars().count(), 255, "{dead:?}");
+    assert!(dead[0].error.contains("event_type"), "{}", dead[0].error);
+    let report = relay.stop().await;
+    assert_eq!(report.dead_lettered, 1, "{report:?}");
     db.close().await;
 }

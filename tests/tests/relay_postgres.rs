@@ -83,7 +83,7 @@ async fn scenario_5_commit_order_differs_from_insert_order() {
                 .await
                 .unwrap();
 
-            eprintln!("5) High-water mark vs processed flag (PostgreSQL)");
+            eprintln!("5) High-water mark vs processed flag");
             let ada = tokio::spawn({
                 let (conn, outbox) = (db.conn().clone(), outbox.clone());
                 async move { note(&conn, &outbox, "ada", 1).await }

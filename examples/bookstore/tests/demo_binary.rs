@@ -105,7 +105,7 @@ fn assert_scenario_5(stdout: &str) {
     assert_lines(
         &block(stdout, 5),
         &[
-            "5) High-water mark vs processed flag (PostgreSQL)",
+            "5) High-water mark vs processed flag",
             "Ada got sequence 1 (not committed), Alan got 2 (committed)",
             "watermark relay publishes #2 bookstore.ordering.order-placed.v1 (Alan)",
             "Ada's transaction commits; watermark relay asks for sequence > 2: 0 rows",
@@ -305,7 +305,7 @@ fn assert_log_scenarios_3_to_6(stdout: &str) {
     assert_lines(
         &block(stdout, 5),
         &[
-            "5) High-water mark vs processed flag (PostgreSQL)",
+            "5) High-water mark vs processed flag",
             "Ada got sequence 1 (not committed), Alan got 2 (committed)",
             "watermark relay publishes #2 bookstore.ordering.order-placed.v1 (Alan)",
             "Ada's transaction commits; watermark relay asks for sequence > 2: 0 rows",

@@ -14,7 +14,7 @@ pub const MAX_MESSAGE_PREFIX_LEN: usize = 128;
 /// | mode | what a commit writes | relays | backends |
 /// |---|---|---|---|
 /// | [`Table`](Self::Table) (default) | one outbox row per envelope | polling [`Relay`](crate::relay::Relay) (marks rows) or log relay (leaves them `pending`; retention deletes them) | all |
-/// | [`Table`](Self::Table) with `remove_after_insert` | the row, deleted again in the same transaction: the table stays empty, the log keeps the insert | log relay only | PostgreSQL |
+/// | [`Table`](Self::Table) with `remove_after_insert` | the row, deleted again in the same transaction: the table stays empty, the log keeps the insert | log relay only | PostgreSQL, MariaDB |
 /// | [`Message`](Self::Message) | `pg_logical_emit_message(true, <prefix>, <envelope JSON>)`: no outbox row at all, transactional | log relay only | PostgreSQL |
 ///
 /// Message mode is the cheapest write PostgreSQL has (one WAL record, no heap tuple, no
@@ -97,9 +97,20 @@ impl WriteMode {
         )
     }
 
-    /// Whether this mode needs PostgreSQL (and its log relay).
-    pub fn needs_postgres(&self) -> bool {
-        !self.keeps_rows()
+    /// Whether a commit on a `backend` database can write this mode: the table everywhere;
+    /// `remove_after_insert` where a log relay reads the inserts (PostgreSQL, MariaDB);
+    /// message mode on PostgreSQL only (logical messages are PostgreSQL's).
+    pub fn runs_on(&self, backend: sea_orm::DbBackend) -> bool {
+        use sea_orm::DbBackend;
+        match self {
+            Self::Table {
+                remove_after_insert: false,
+            } => true,
+            Self::Table {
+                remove_after_insert: true,
+            } => matches!(backend, DbBackend::Postgres | DbBackend::MySql),
+            Self::Message { .. } => backend == DbBackend::Postgres,
+        }
     }
 
     /// The message prefix (message mode).

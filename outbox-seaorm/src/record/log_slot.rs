@@ -2,7 +2,7 @@
 //! operations API): its slots and its dead letters.
 
 /// One log relay slot of an outbox, as `<outbox>_log_slots` and `pg_replication_slots`
-/// show it.
+/// (MariaDB: `@@gtid_binlog_pos`) show it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct LogSlotStatus {
@@ -16,6 +16,10 @@ pub struct LogSlotStatus {
     pub acknowledged_lsn: Option<String>,
     /// Bytes of WAL the slot holds back (`None`: the server has no such slot).
     pub lag_bytes: Option<i64>,
+    /// MariaDB: transactions the server binlogged after the stored position, every
+    /// replication domain summed (`None` on PostgreSQL, or when the position does not
+    /// read). The relay's own lease and position writes count: an idle slot shows a few.
+    pub lag_transactions: Option<u64>,
     /// `reserved`, `extended`, `unreserved` or `lost` (invalidated).
     pub wal_status: Option<String>,
     /// Whether a replication connection streams from it now.

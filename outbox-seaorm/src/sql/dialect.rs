@@ -54,6 +54,16 @@ pub(crate) fn is_mysql(row: &QueryResult) -> bool {
     }
 }
 
+/// The backend's name, as an error message names the database found.
+pub(crate) fn name(backend: DbBackend) -> &'static str {
+    match backend {
+        DbBackend::Postgres => "PostgreSQL",
+        DbBackend::MySql => "MySQL / MariaDB",
+        DbBackend::Sqlite => "SQLite",
+        _ => "another database",
+    }
+}
+
 /// The database server's clock now, as the log relay's lease and dead-letter statements
 /// read it (so that relays on different hosts agree): `clock_timestamp()` on PostgreSQL,
 /// `UTC_TIMESTAMP(6)` on MariaDB (its `datetime(6)` columns hold UTC).

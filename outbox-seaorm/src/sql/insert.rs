@@ -346,16 +346,29 @@ pub(crate) async fn insert(
     Ok(count)
 }
 
-/// Deletes the rows of `message_ids` again (PostgreSQL,
-/// [`WriteMode::Table`](crate::config::WriteMode::Table) with `remove_after_insert`): the
-/// inserts stay in the log for the log relay, the table stays empty. One statement, the ids
-/// bound as one `uuid[]` literal.
+/// Deletes the rows of `message_ids` again ([`WriteMode::Table`](crate::config::WriteMode::Table)
+/// with `remove_after_insert`): the inserts stay in the log (PostgreSQL's write-ahead log,
+/// MariaDB's binlog) for the log relay, the table stays empty. PostgreSQL: one statement,
+/// the ids bound as one `uuid[]` literal; MariaDB: `IN (…)` lists of at most
+/// [`REMOVE_CHUNK`] ids.
 pub(crate) async fn remove(
     txn: &DatabaseTransaction,
     outbox: &Outbox,
+    backend: DbBackend,
     message_ids: &[uuid::Uuid],
 ) -> Result<(), DbErr> {
-    let backend = DbBackend::Postgres;
+    let table = quote_table(backend, outbox.outbox_table());
+    let column = quote(backend, outbox.columns().message_id);
+    if backend != DbBackend::Postgres {
+        for chunk in message_ids.chunks(REMOVE_CHUNK) {
+            let marks = vec!["?"; chunk.len()].join(", ");
+            let sql = format!("DELETE FROM {table} WHERE {column} IN ({marks})");
+            let values = chunk.iter().map(|id| dialect::uuid(backend, *id));
+            txn.execute_raw(Statement::from_sql_and_values(backend, sql, values))
+                .await?;
+        }
+        return Ok(());
+    }
     let mut ids = String::with_capacity(2 + message_ids.len() * 37);
     ids.push('{');
     for (index, id) in message_ids.iter().enumerate() {
@@ -365,11 +378,7 @@ pub(crate) async fn remove(
         ids.push_str(&id.to_string());
     }
     ids.push('}');
-    let sql = format!(
-        "DELETE FROM {} WHERE {} = ANY(CAST($1 AS uuid[]))",
-        quote_table(backend, outbox.outbox_table()),
-        quote(backend, outbox.columns().message_id)
-    );
+    let sql = format!("DELETE FROM {table} WHERE {column} = ANY(CAST($1 AS uuid[]))");
     txn.execute_raw(Statement::from_sql_and_values(
         backend,
         sql,
@@ -378,6 +387,9 @@ pub(crate) async fn remove(
     .await?;
     Ok(())
 }
+
+/// Most ids in one `DELETE … IN (…)` of [`remove`] (MariaDB).
+const REMOVE_CHUNK: usize = 1_000;
 
 /// `WITH outbox_insert AS (<insert>) SELECT pg_notify('<channel>', '')`: the insert and the
 /// notification in one statement, so one round trip. A data-modifying `WITH` runs to

@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::{Raised, RaisedAt, UnitOfWork};
 use crate::config::{Outbox, WriteMode};
 use crate::error::CommitError;
-use crate::sql::{emit, insert};
+use crate::sql::{dialect, emit, insert};
 use crate::trace::TraceContext;
 use crate::wakeup::Target;
 
@@ -270,9 +270,10 @@ fn prepare_rows<E>(
         }
         PreparedWrite::Rows(rows)
     };
-    if outbox.write_mode().needs_postgres() && backend != DbBackend::Postgres && !write.is_empty() {
-        return Err(CommitError::WriteModeNeedsPostgres {
+    if !outbox.write_mode().runs_on(backend) && !write.is_empty() {
+        return Err(CommitError::WriteModeUnsupported {
             mode: outbox.write_mode().as_str(),
+            backend: dialect::name(backend),
         });
     }
     Ok(PreparedRows { write, message_ids })
@@ -300,7 +301,7 @@ async fn write_and_commit(
                     WriteMode::Table {
                         remove_after_insert: true,
                     },
-                ) => insert::remove(&txn, &outbox, &message_ids).await,
+                ) => insert::remove(&txn, &outbox, backend, &message_ids).await,
                 _ => Ok(()),
             };
             inserted.and_then(|chunks| {

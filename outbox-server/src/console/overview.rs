@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use axum::extract::State;
 use maud::{Markup, html};
-use outbox_seaorm::ops::{RelayInstance, StatusReport};
+use outbox_seaorm::ops::{LogSlotStatus, RelayInstance, StatusReport};
 
 use super::Console;
 use super::auth::Operator;
@@ -119,15 +119,16 @@ fn tenant_card(base: &Base, card: &Card<'_>) -> Markup {
                     @if let Some(log) = &status.log_relay {
                         h3 { "Log slots" }
                         table.slots {
-                            thead { tr { th { "Slot" } th { "Active relay" } th { "Lag" } th { "WAL status" } th { "Backfilled" } } }
+                            thead { tr { th { "Slot" } th { "Active relay" } th { "Lag" } th { "WAL status" } th { "Backfilled" } th { "Acknowledged" } } }
                             tbody {
                                 @for slot in &log.slots {
                                     tr {
                                         td { code { (slot.slot) } }
                                         td { (slot.active_relay.as_deref().unwrap_or("–")) }
-                                        td.lag { (slot.lag_bytes.map_or_else(|| "–".to_owned(), bytes)) }
+                                        td.lag { (slot_lag(slot)) }
                                         td { (slot.wal_status.as_deref().unwrap_or("–")) }
                                         td { (if slot.backfilled { "yes" } else { "no" }) }
+                                        td { code { (slot.acknowledged_lsn.as_deref().unwrap_or("–")) } }
                                     }
                                 }
                             }
@@ -184,6 +185,16 @@ fn leases(names: &[String]) -> String {
         "none".to_owned()
     } else {
         parts.join(", ")
+    }
+}
+
+/// A slot's lag: WAL bytes (PostgreSQL) or binlogged transactions (MariaDB).
+fn slot_lag(slot: &LogSlotStatus) -> String {
+    match (slot.lag_bytes, slot.lag_transactions) {
+        (Some(count), _) => bytes(count),
+        (None, Some(1)) => "1 transaction".to_owned(),
+        (None, Some(count)) => format!("{count} transactions"),
+        (None, None) => "–".to_owned(),
     }
 }
 

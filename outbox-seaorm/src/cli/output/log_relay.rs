@@ -5,7 +5,7 @@ use std::io::{self, Write};
 
 use super::text::{EnvelopeView, cell, or_dash};
 use crate::record::log_dead_letter::LogDeadLetter;
-use crate::record::log_slot::LogRelayStatus;
+use crate::record::log_slot::{LogRelayStatus, LogSlotStatus};
 
 /// The log relay's part of `outbox status`: each slot, then the dead letters.
 pub(crate) fn status(
@@ -22,8 +22,7 @@ pub(crate) fn status(
             slot.slot,
             or_dash(slot.active_relay.as_deref()),
             if slot.streaming { "yes" } else { "no" },
-            slot.lag_bytes
-                .map_or_else(|| "-".to_owned(), |bytes| format!("{bytes} bytes")),
+            lag(slot),
             or_dash(slot.wal_status.as_deref()),
             if slot.backfilled { "yes" } else { "no" },
             or_dash(slot.acknowledged_lsn.as_deref()),
@@ -42,6 +41,16 @@ pub(crate) fn status(
         )?;
     }
     Ok(())
+}
+
+/// A slot's lag: bytes of WAL (PostgreSQL) or binlogged transactions (MariaDB).
+fn lag(slot: &LogSlotStatus) -> String {
+    match (slot.lag_bytes, slot.lag_transactions) {
+        (Some(bytes), _) => format!("{bytes} bytes"),
+        (None, Some(1)) => "1 transaction".to_owned(),
+        (None, Some(transactions)) => format!("{transactions} transactions"),
+        (None, None) => "-".to_owned(),
+    }
 }
 
 /// `outbox log-dead list`: the table, then `N entries`.

@@ -203,13 +203,8 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
         let supported = backend == DbBackend::Postgres
             || (cfg!(feature = "log-relay-mariadb") && backend == DbBackend::MySql);
         if !supported {
-            let backend = match backend {
-                DbBackend::MySql => "MySQL / MariaDB",
-                DbBackend::Sqlite => "SQLite",
-                _ => "another database",
-            };
             return Err(LogRelayError::NotPostgres {
-                backend: backend.to_owned(),
+                backend: crate::sql::dialect::name(backend).to_owned(),
             });
         }
         if backend == DbBackend::MySql && self.outbox.write_mode().message_prefix().is_some() {

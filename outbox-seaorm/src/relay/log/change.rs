@@ -5,12 +5,12 @@
 //! MariaDB's binlog (`super::binlog`) has none on the server, so the relay stores it.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 use chrono::{DateTime, Utc};
 
 #[cfg(feature = "log-relay-mariadb")]
-use super::binlog::gtid::GtidPosition;
+use crate::gtid::GtidPosition;
 
 /// A transaction's place in the log, as its source acknowledges it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +106,10 @@ pub(crate) enum Change {
         /// When the transaction committed.
         committed_at: DateTime<Utc>,
     },
+    /// Time to look at the held aggregates (what operators requeued or skipped): MariaDB's
+    /// reader sends it every heartbeat interval, between transactions (PostgreSQL's relay
+    /// receives its own heartbeat message instead).
+    Tick,
     /// Anything else the stream carries (relation and type descriptions, origins,
     /// heartbeats): the relay does not act on it.
     Other,
@@ -121,6 +125,10 @@ pub(crate) struct Acknowledger {
     /// Commit time of the last acknowledged transaction, in microseconds since the epoch
     /// (`i64::MIN`: none yet).
     committed_at: Arc<AtomicI64>,
+    /// How many acknowledgements carried rows of the outbox (published, parked or dead),
+    /// as opposed to transactions of other tables only (on MariaDB, the relay's own
+    /// position and lease writes among them).
+    with_rows: Arc<AtomicU64>,
 }
 
 /// Where an acknowledged position goes.
@@ -139,12 +147,19 @@ impl Acknowledger {
         Self {
             position,
             committed_at: Arc::new(AtomicI64::new(i64::MIN)),
+            with_rows: Arc::new(AtomicU64::new(0)),
         }
     }
 
     /// Confirms everything up to `position` (monotonic: a lower one is ignored), the end of
-    /// a transaction that committed at `committed_at`.
-    pub(crate) fn acknowledge(&self, position: &Position, committed_at: Option<DateTime<Utc>>) {
+    /// a transaction that committed at `committed_at`; `rows`: the acknowledged
+    /// transactions carried rows of the outbox.
+    pub(crate) fn acknowledge(
+        &self,
+        position: &Position,
+        committed_at: Option<DateTime<Utc>>,
+        rows: bool,
+    ) {
         match (&self.position, position) {
             (Confirmed::Wal(feedback), Position::Lsn(lsn)) => {
                 feedback.update_flushed_lsn(*lsn);
@@ -167,6 +182,15 @@ impl Acknowledger {
             self.committed_at
                 .fetch_max(at.timestamp_micros(), Ordering::AcqRel);
         }
+        if rows {
+            self.with_rows.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// How many acknowledgements so far carried rows of the outbox: a position that moved
+    /// without them moved past other tables' transactions only.
+    pub(crate) fn acknowledged_with_rows(&self) -> u64 {
+        self.with_rows.load(Ordering::Acquire)
     }
 
     /// The highest position acknowledged so far, if any.
@@ -218,8 +242,10 @@ mod tests {
         assert_eq!(batch.text(), "0-1-6,1-2-3");
         let acknowledger = Acknowledger::new(Confirmed::Binlog(Arc::default()));
         assert_eq!(acknowledger.acknowledged(), None);
-        acknowledger.acknowledge(&parse("0-1-4,2-1-1"), None);
-        acknowledger.acknowledge(&batch, None);
+        acknowledger.acknowledge(&parse("0-1-4,2-1-1"), None, false);
+        assert_eq!(acknowledger.acknowledged_with_rows(), 0);
+        acknowledger.acknowledge(&batch, None, true);
+        assert_eq!(acknowledger.acknowledged_with_rows(), 1);
         assert_eq!(
             acknowledger.acknowledged().map(|p| p.text()).as_deref(),
             Some("0-1-6,1-2-3,2-1-1")

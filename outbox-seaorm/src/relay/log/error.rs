@@ -73,6 +73,16 @@ pub enum LogRelayError {
         /// The missing privileges.
         missing: String,
     },
+    /// The `mysql://` server is not MariaDB: MySQL's binlog has GTIDs of another form and
+    /// another dump protocol, which the log relay does not read.
+    #[error(
+        "the server is {version}, not MariaDB: the log relay reads MariaDB's binary log only; \
+         use the polling relay (outbox_seaorm::relay::Relay) on MySQL"
+    )]
+    NotMariaDb {
+        /// `VERSION()` as the server answered.
+        version: String,
+    },
     /// MariaDB: the relay would register its binlog dump with the server's own id.
     #[error(
         "the log relay's replica server id {id} is the server's own @@server_id: set another \

@@ -158,8 +158,11 @@ impl<P: Publisher> Publishing<'_, P> {
                     .record(seconds);
             }
             if let Some(position) = &received.last_commit {
+                let rows = !received.envelopes.is_empty()
+                    || !received.parked.is_empty()
+                    || !received.unreadable.is_empty();
                 self.acknowledger
-                    .acknowledge(position, received.commits.last().copied());
+                    .acknowledge(position, received.commits.last().copied(), rows);
                 self.report.transactions += received.commits.len() as u64;
                 self.report.acknowledge(position);
                 if changes.is_empty() {
@@ -180,6 +183,10 @@ impl<P: Publisher> Publishing<'_, P> {
                 if *schema == *self.table.schema && *table == *self.table.table =>
             {
                 row::envelope(&row, &self.columns)
+            }
+            Change::Tick => {
+                received.release_due = true;
+                return;
             }
             Change::Message { prefix, .. } if &*prefix == HEARTBEAT_PREFIX => {
                 self.report.heartbeats += 1;

@@ -1,4 +1,5 @@
-//! What the log relay checks on MariaDB before it reads the binlog: the binlog settings
+//! What the log relay checks on MariaDB before it reads the binlog: that it is MariaDB, the
+//! binlog settings
 //! (`log_bin`, `binlog_format`, `binlog_row_image`, `binlog_row_metadata`), the server's own
 //! id, the current database and user, and the user's global grants.
 
@@ -28,6 +29,20 @@ pub(crate) struct BinlogPreflight {
 }
 
 impl Store {
+    /// `VERSION()`: MariaDB's carries `-MariaDB` (MySQL's binlog is another protocol).
+    pub(crate) async fn server_version<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+    ) -> Result<String, DbErr> {
+        conn.query_one_raw(Statement::from_string(
+            self.backend,
+            "SELECT VERSION() AS version",
+        ))
+        .await?
+        .ok_or_else(|| DbErr::RecordNotFound("VERSION() returned no row".into()))?
+        .try_get("", "version")
+    }
+
     /// Reads the [`BinlogPreflight`] facts and the current user's grants (`SHOW GRANTS`,
     /// one statement per row).
     pub(crate) async fn binlog_preflight<C: ConnectionTrait>(

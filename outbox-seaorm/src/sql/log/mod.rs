@@ -9,6 +9,7 @@
 //! | the idle-database heartbeat (`pg_logical_emit_message`) | `heartbeat.rs` |
 //! | the slot lease (one active relay per slot), backfill mark, acknowledged position | `lease.rs` |
 //! | MariaDB's start-up checks: binlog settings, server id, grants | `binlog_preflight.rs` |
+//! | MariaDB's binlog position now (a slot's lag) | `binlog_position.rs` |
 //! | dead and parked events: write, held aggregates, transitions, operator reads | `dead_letter.rs` |
 //! | retention: the oldest streamed (still `pending`) rows, in `seq` order | `purge.rs` |
 //! | a new slot's backfill: the snapshot import, the pending rows page by page | `backfill.rs` |
@@ -17,6 +18,8 @@
 //! MariaDB's binlog dump and snapshot behind `relay::log::binlog`).
 
 mod backfill;
+#[cfg(feature = "log-relay-mariadb")]
+mod binlog_position;
 #[cfg(feature = "log-relay-mariadb")]
 mod binlog_preflight;
 mod dead_letter;

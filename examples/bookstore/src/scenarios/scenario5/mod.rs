@@ -1,4 +1,5 @@
-//! Scenario 5: a high-water mark versus a status on the row (PostgreSQL).
+//! Scenario 5: a high-water mark versus a status on the row (PostgreSQL; MariaDB with
+//! `--relay log`).
 //!
 //! Ada's and Alan's checkouts run concurrently. Ada's transaction gets outbox sequence 1
 //! but commits last (the scenario holds her `COMMIT` at a gate: a deferred trigger waiting
@@ -37,7 +38,7 @@ use crate::error::DemoError;
 use crate::ordering::{self, Order, PlaceOrder, PlaceOrderError};
 
 /// The article's title.
-pub const TITLE: &str = "High-water mark vs processed flag (PostgreSQL)";
+pub const TITLE: &str = "High-water mark vs processed flag";
 /// What the scenario proves.
 pub const CLAIM: &str =
     "a watermark loses the event committed late; progress kept on the row does not";

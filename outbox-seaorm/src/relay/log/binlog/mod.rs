@@ -2,13 +2,13 @@
 //!
 //! | concept | file |
 //! |---|---|
-//! | GTIDs, positions of every domain, MariaDB's GTID event | `gtid.rs` |
+//! | MariaDB's GTID event (GTIDs and positions: `crate::gtid`) | `gtid_event.rs` |
 //! | the binlog dump: connecting at a position, events into [`Change`](super::change::Change)s | `source.rs` |
 //! | the first start's consistent snapshot and its position | `snapshot.rs` |
 //! | the checks at start (binlog settings, grants, server id) | `start.rs` |
 //! | one session: backfill, stream, stored position | `session.rs` |
 
-pub(crate) mod gtid;
+mod gtid_event;
 mod session;
 mod snapshot;
 pub(crate) mod source;

@@ -9,13 +9,15 @@
 //! domain) of the last transaction whose events the broker confirmed, written to
 //! `<outbox>_log_slots` at most every `feedback_interval` while events flow, at once when
 //! the stream pauses, and at the end of the session — only while this relay holds the
-//! lease. A crash republishes from the stored position, with the same message ids.
+//! lease. Transactions of other tables only (the relay's own writes among them) move it
+//! with the lease renewal, every third of the lease's TTL. A crash republishes from the
+//! stored position, with the same message ids.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use outbox_core::Envelope;
 use outbox_core::publish::Publisher;
+use outbox_core::{Envelope, metric};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -26,10 +28,10 @@ use super::super::publish::Publishing;
 use super::super::report::LogRelayReport;
 use super::super::row::{self, UnreadableRow};
 use super::super::session::FINISH_TRANSACTION;
-use super::gtid::GtidPosition;
 use super::snapshot::Snapshot;
 use super::source::{BinlogError, BinlogSettings, BinlogSource, POSITION_NOT_IN_BINLOG};
 use super::start;
+use crate::gtid::GtidPosition;
 use crate::sql::log::SlotLease;
 
 /// The steps of a session, as [`DatabaseOutage`](crate::outage::DatabaseOutage) names them.
@@ -48,6 +50,7 @@ impl<P: Publisher + 'static> LogRelay<P> {
     ) -> Result<(), LogRelayError> {
         let slot = &self.config.slot;
         let me = &self.config.instance_id;
+        start::check_server(&self.store.server_version(&self.db).await?)?;
         let (preflight, grants) = self.store.binlog_preflight(&self.db).await?;
         start::check(&preflight, &grants, &self.config)?;
         let settings = self.binlog_settings(preflight.database.as_deref());
@@ -211,7 +214,7 @@ impl<P: Publisher + 'static> LogRelay<P> {
         let idle = Arc::clone(&publishing.idle);
         let mut stored = Some(Position::Gtid(from.clone()));
         let reading = async {
-            let result = read(source, changes, stop).await;
+            let result = read(source, changes, self.config.heartbeat_interval, stop).await;
             stop.cancel();
             result
         };
@@ -228,12 +231,15 @@ impl<P: Publisher + 'static> LogRelay<P> {
             result
         };
         let maintaining = async {
-            let mut interval = tokio::time::interval(self.config.purge_interval);
-            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut purge = tokio::time::interval(self.config.purge_interval);
+            purge.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut lag = tokio::time::interval(self.config.heartbeat_interval);
+            lag.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
                     () = stop.cancelled() => return,
-                    _ = interval.tick() => self.purge(&acknowledger, stop).await,
+                    _ = purge.tick() => self.purge(&acknowledger, stop).await,
+                    _ = lag.tick() => self.lag_gauge(&acknowledger).await,
                 }
             }
         };
@@ -255,8 +261,13 @@ impl<P: Publisher + 'static> LogRelay<P> {
         lease
     }
 
-    /// Stores the acknowledged position every `feedback_interval` while it moves, and at
-    /// once when the publishing side signals `idle`, until `stop`.
+    /// Stores the acknowledged position every `feedback_interval` while rows of the outbox
+    /// move it, and at once when the publishing side signals `idle`, until `stop`.
+    ///
+    /// A position moved by other tables' transactions only is left to the lease renewal
+    /// (every third of the lease's TTL): the relay's own writes are binlog transactions
+    /// too, and storing each one at once would write its position forever, about ten
+    /// times a second, on an idle server.
     async fn store_positions(
         &self,
         acknowledger: &Acknowledger,
@@ -264,14 +275,22 @@ impl<P: Publisher + 'static> LogRelay<P> {
         stored: &mut Option<Position>,
         stop: &CancellationToken,
     ) -> Result<(), LogRelayError> {
+        let mut rows_stored = acknowledger.acknowledged_with_rows();
         loop {
             tokio::select! {
                 () = stop.cancelled() => return Ok(()),
                 () = idle.notified() => {}
                 () = tokio::time::sleep(self.config.feedback_interval) => {}
             }
+            let rows = acknowledger.acknowledged_with_rows();
+            if rows == rows_stored {
+                continue;
+            }
             match self.store_position(acknowledger, stored).await {
-                Ok(()) => self.outage.succeeded(POSITION),
+                Ok(()) => {
+                    rows_stored = rows;
+                    self.outage.succeeded(POSITION);
+                }
                 Err(LogRelayError::Database(error)) => {
                     self.outage.failed(POSITION, &error);
                 }
@@ -283,6 +302,25 @@ impl<P: Publisher + 'static> LogRelay<P> {
                 () = tokio::time::sleep(self.config.feedback_interval.min(Duration::from_millis(100))) => {}
             }
         }
+    }
+
+    /// Sets `outbox_log_slot_lag_transactions`: the transactions the server binlogged after
+    /// the acknowledged position. A failed read leaves the gauge as it was (the lease
+    /// renewal reports the database's outages).
+    async fn lag_gauge(&self, acknowledger: &Acknowledger) {
+        let Some(Position::Gtid(acknowledged)) = acknowledger.acknowledged() else {
+            return;
+        };
+        let Ok(server) = self.store.binlog_position(&self.db).await else {
+            return;
+        };
+        let Ok(server) = GtidPosition::parse(&server) else {
+            return;
+        };
+        let mut labels = self.labels.clone();
+        labels.push(metrics::Label::new("slot", self.config.slot.clone()));
+        metrics::gauge!(metric::LOG_SLOT_LAG_TRANSACTIONS, labels)
+            .set(acknowledged.transactions_behind(&server) as f64);
     }
 
     /// Stores the acknowledged position when it moved since `stored`.
@@ -312,25 +350,41 @@ impl<P: Publisher + 'static> LogRelay<P> {
 }
 
 /// Reads changes into `changes` until `stop`, the publishing side is gone, or the stream
-/// fails (a closed stream is a failure: the server went away). Stopped inside a
-/// transaction, it reads on to that transaction's commit (for at most
-/// [`FINISH_TRANSACTION`]): its rows may be published already, and only its commit lets
-/// them be acknowledged.
+/// fails (a closed stream is a failure: the server went away). Between transactions, every
+/// `tick` it sends [`Change::Tick`] (the publishing side then releases what operators
+/// requeued or skipped). Stopped inside a transaction, it reads on to that transaction's
+/// commit (for at most [`FINISH_TRANSACTION`]): its rows may be published already, and only
+/// its commit lets them be acknowledged.
 async fn read(
     source: &mut BinlogSource,
     changes: mpsc::Sender<Change>,
+    tick: Duration,
     stop: &CancellationToken,
 ) -> Result<(), BinlogError> {
     let mut open = false;
     let mut finish_by: Option<tokio::time::Instant> = None;
+    let mut ticks = tokio::time::interval(tick);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut tick_due = false;
     loop {
-        // Dropping a read half-way is safe here: the session ends with the source.
+        if tick_due && !open {
+            tick_due = false;
+            if changes.send(Change::Tick).await.is_err() {
+                return Ok(());
+            }
+        }
+        // A read dropped half-way (a tick, a stop) loses nothing: the dump's stream keeps the
+        // packet read in progress in itself (`mysql_async`'s `BinlogStream`).
         let change = match finish_by {
             None => tokio::select! {
                 biased;
                 () = stop.cancelled(), if !open => return Ok(()),
                 () = stop.cancelled(), if open => {
                     finish_by = Some(tokio::time::Instant::now() + FINISH_TRANSACTION);
+                    continue;
+                }
+                _ = ticks.tick() => {
+                    tick_due = true;
                     continue;
                 }
                 change = source.next() => change?,

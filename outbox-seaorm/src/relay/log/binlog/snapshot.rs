@@ -13,8 +13,8 @@ use mysql_async::prelude::Queryable as _;
 use mysql_async::{Conn, Row as MysqlRow};
 
 use super::super::text_row::TextRow;
-use super::gtid::GtidPosition;
 use super::source::{BinlogError, BinlogSettings, open_connection, value_text};
+use crate::gtid::GtidPosition;
 
 /// Attempts at a snapshot whose binlog position has no GTID position yet (the server is
 /// between a binlog write and its GTID index, rare and brief).

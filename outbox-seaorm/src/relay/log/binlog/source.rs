@@ -19,7 +19,8 @@ use mysql_async::{BinlogStream, BinlogStreamRequest, Conn, Opts, Value};
 
 use super::super::change::{Acknowledger, Change, Confirmed, Position, Row};
 use super::super::text_row::TextRow;
-use super::gtid::{GtidEvent, GtidPosition};
+use super::gtid_event::GtidEvent;
+use crate::gtid::GtidPosition;
 
 /// MariaDB's GTID event: the start of a transaction's event group.
 const GTID_EVENT: u8 = 162;

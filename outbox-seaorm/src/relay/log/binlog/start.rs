@@ -1,13 +1,24 @@
-//! What a binlog relay checks before it reads MariaDB's binlog: the binlog is on, in row
-//! format with full row images and full row metadata (column names), the user may read it
-//! (`REPLICATION SLAVE`, `BINLOG MONITOR`), and the relay's replica server id is not the
-//! server's own; and that a stored position is this server's. Each problem is a
-//! [`LogRelayError`] that says what to run.
+//! What a binlog relay checks before it reads MariaDB's binlog: the server is MariaDB (not
+//! MySQL), the binlog is on, in row format with full row images and full row metadata
+//! (column names), the user may read it (`REPLICATION SLAVE`, `BINLOG MONITOR`), and the
+//! relay's replica server id is not the server's own; and that a stored position is this
+//! server's. Each problem is a [`LogRelayError`] that says what to run.
 
 use super::super::config::LogRelayConfig;
 use super::super::error::LogRelayError;
-use super::gtid::GtidPosition;
+use crate::gtid::GtidPosition;
 use crate::sql::log::BinlogPreflight;
+
+/// The server is MariaDB (`VERSION()` as `10.11.6-MariaDB…`), not MySQL.
+pub(crate) fn check_server(version: &str) -> Result<(), LogRelayError> {
+    if version.to_ascii_lowercase().contains("mariadb") {
+        Ok(())
+    } else {
+        Err(LogRelayError::NotMariaDb {
+            version: version.to_owned(),
+        })
+    }
+}
 
 /// The checks on facts already read; `grants` as `SHOW GRANTS` printed them.
 pub(crate) fn check(
@@ -189,6 +200,18 @@ mod tests {
             check(&preflight(), &replica_only, &config),
             Err(LogRelayError::NoBinlogPrivilege { missing, .. }) if missing == "BINLOG MONITOR"
         ));
+    }
+
+    #[test]
+    fn mysql_is_refused_by_its_version() {
+        assert!(check_server("10.11.19-MariaDB-0+deb12u1-log").is_ok());
+        assert!(check_server("11.4.2-MariaDB").is_ok());
+        let error = check_server("8.0.36").unwrap_err();
+        assert!(
+            matches!(&error, LogRelayError::NotMariaDb { version } if version == "8.0.36"),
+            "{error}"
+        );
+        assert!(error.to_string().contains("polling relay"), "{error}");
     }
 
     #[test]
