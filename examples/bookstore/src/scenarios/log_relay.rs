@@ -239,13 +239,22 @@ impl LogStage<'_> {
         }
     }
 
-    /// Whether a replication connection streams from the slot now. On MariaDB: the slot's
-    /// first start finished (its backfill) and its stored position caught up with the
-    /// server's, so that what the scenario commits next is what moves it.
+    /// Whether a replication connection streams from the slot now. On MariaDB: a relay
+    /// holds the slot's lease and its first start finished (its backfill), so that what the
+    /// scenario commits next is streamed. (Not "its stored position caught up with the
+    /// server's": the relay's own lease writes keep the server a few transactions ahead.)
     async fn active(&self) -> Result<bool, DemoError> {
         if self.binlog() {
-            let current = self.current_position().await?;
-            return self.acknowledged(&current).await;
+            let row = self
+                .db
+                .query_one_raw(Statement::from_sql_and_values(
+                    DbBackend::MySql,
+                    "SELECT CAST(owner IS NOT NULL AND backfilled_at IS NOT NULL AS SIGNED) \
+                     AS value FROM outbox_log_slots WHERE slot = ?",
+                    [self.slot.clone().into()],
+                ))
+                .await?;
+            return Ok(row.map(|row| row.try_get::<i64>("", "value")).transpose()? == Some(1));
         }
         let active = self
             .db
