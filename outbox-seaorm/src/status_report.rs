@@ -13,7 +13,7 @@ use sea_orm::{DatabaseConnection, DbErr};
 
 use crate::config::Outbox;
 use crate::record::log_slot::LogRelayStatus;
-#[cfg(feature = "log-relay")]
+#[cfg(log_relay)]
 use crate::record::log_slot::LogSlotStatus;
 use crate::sql::{Members, Store};
 
@@ -160,7 +160,7 @@ pub(crate) async fn read(
 }
 
 /// The log relay's slots and dead-letter counts, when its tables exist and hold a slot.
-#[cfg(feature = "log-relay")]
+#[cfg(log_relay)]
 async fn log_relay(
     db: &DatabaseConnection,
     store: &Store,
@@ -191,7 +191,7 @@ async fn log_relay(
 }
 
 /// Without the log relay: none.
-#[cfg(not(feature = "log-relay"))]
+#[cfg(not(log_relay))]
 async fn log_relay(_: &DatabaseConnection, _: &Store) -> Result<Option<LogRelayStatus>, DbErr> {
     Ok(None)
 }
@@ -199,7 +199,7 @@ async fn log_relay(_: &DatabaseConnection, _: &Store) -> Result<Option<LogRelayS
 /// The log relay slots of the outbox, with the server's view of each (PostgreSQL's
 /// replication slot; MariaDB keeps none for a replica: a slot streams while its lease is
 /// held).
-#[cfg(feature = "log-relay")]
+#[cfg(log_relay)]
 pub(crate) async fn log_slots(
     db: &DatabaseConnection,
     store: &Store,
@@ -241,7 +241,7 @@ pub(crate) async fn log_slots(
 }
 
 /// MariaDB's `@@gtid_binlog_pos` (`None` without the feature `log-relay-mariadb`).
-#[cfg(feature = "log-relay")]
+#[cfg(log_relay)]
 async fn binlog_position(db: &DatabaseConnection, store: &Store) -> Result<Option<String>, DbErr> {
     #[cfg(feature = "log-relay-mariadb")]
     return store.binlog_position(db).await.map(Some);
@@ -253,7 +253,7 @@ async fn binlog_position(db: &DatabaseConnection, store: &Store) -> Result<Optio
 }
 
 /// How many transactions `server` holds after the stored position `stored` (MariaDB).
-#[cfg(feature = "log-relay")]
+#[cfg(log_relay)]
 fn transactions_behind(stored: Option<&str>, server: Option<&str>) -> Option<u64> {
     #[cfg(feature = "log-relay-mariadb")]
     {

@@ -463,8 +463,9 @@ fn the_log_relay_on_sqlite_skips_3_to_6_with_the_reason() {
         assert_lines(
             &block(&stdout, n),
             &[
-                "skipped: --relay log: the log relay needs PostgreSQL, or MariaDB with the feature \
-               log-relay-mariadb and a table-mode outbox (found SQLite)",
+                "skipped: --relay log: the log relay needs PostgreSQL with the feature log-relay, \
+               or MariaDB with the feature log-relay-mariadb and a table-mode outbox (found \
+               SQLite)",
             ],
         );
     }

@@ -39,11 +39,11 @@ pub enum OutboxAction {
     /// requeue.
     InboxDead(InboxDeadCommand),
     /// The log relay's dead letters and parked events: list, show, requeue, skip.
-    #[cfg(feature = "log-relay")]
+    #[cfg(log_relay)]
     LogDead(super::log_relay::LogDeadCommand),
     /// Forget a log relay slot's stored position (MariaDB, after its binlogs were purged):
     /// the next start publishes the pending rows from a new snapshot. Stop the relay first.
-    #[cfg(feature = "log-relay")]
+    #[cfg(log_relay)]
     LogReset(super::log_relay::LogResetArgs),
 }
 

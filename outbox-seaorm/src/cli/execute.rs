@@ -180,9 +180,9 @@ impl OutboxCommand {
                 Ok(Outcome::Success)
             }
             OutboxAction::InboxDead(command) => inbox_dead(ops, &command.action, out).await,
-            #[cfg(feature = "log-relay")]
+            #[cfg(log_relay)]
             OutboxAction::LogDead(command) => log_dead(ops, &command.action, out).await,
-            #[cfg(feature = "log-relay")]
+            #[cfg(log_relay)]
             OutboxAction::LogReset(args) => {
                 if !ops.reset_log_position(&args.slot).await? {
                     return Err(OutboxCliError::LogResetRefused {
@@ -309,7 +309,7 @@ async fn inbox_dead(
 }
 
 /// `outbox log-dead …`.
-#[cfg(feature = "log-relay")]
+#[cfg(log_relay)]
 async fn log_dead(
     ops: &Operations,
     action: &super::log_relay::LogDeadAction,
@@ -361,7 +361,7 @@ async fn log_dead(
 }
 
 /// The error for a log dead letter that was not `dead`.
-#[cfg(feature = "log-relay")]
+#[cfg(log_relay)]
 async fn log_wrong_status(ops: &Operations, id: i64) -> OutboxCliError {
     match ops.log_dead_letter(id).await {
         Ok(Some(entry)) => OutboxCliError::LogDeadLetterWrongStatus {

@@ -85,7 +85,7 @@
 
 mod args;
 mod execute;
-#[cfg(feature = "log-relay")]
+#[cfg(log_relay)]
 mod log_relay;
 mod output;
 
@@ -108,7 +108,7 @@ pub use args::{
     SkipArgs, StatusArgs, parse_duration,
 };
 pub use execute::{OutboxCliError, Outcome};
-#[cfg(feature = "log-relay")]
+#[cfg(log_relay)]
 pub use log_relay::{
     LogDeadAction, LogDeadCommand, LogDeadListArgs, LogDeadRequeueArgs, LogDeadShowArgs,
     LogDeadSkipArgs, LogDeadStatusArg, LogResetArgs,

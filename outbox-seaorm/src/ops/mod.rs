@@ -51,7 +51,7 @@ mod action;
 mod consumer;
 mod error;
 mod instances;
-#[cfg(feature = "log-relay")]
+#[cfg(log_relay)]
 mod log;
 mod operations;
 mod purge;

@@ -155,7 +155,7 @@ mod jobs;
 mod leases;
 #[cfg(feature = "postgres")]
 mod listener;
-#[cfg(feature = "log-relay")]
+#[cfg(log_relay)]
 pub mod log;
 #[cfg(all(test, feature = "mysql"))]
 mod mark_index_tests;

@@ -37,7 +37,7 @@ pub(crate) mod inbox;
 pub(crate) mod insert;
 mod instance;
 mod lease;
-#[cfg(feature = "log-relay")]
+#[cfg(log_relay)]
 pub(crate) mod log;
 mod mark;
 pub(crate) mod ops;

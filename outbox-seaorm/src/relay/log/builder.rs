@@ -194,13 +194,13 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
     /// Validates the settings ([`LogRelayConfig::validate`]) and builds the relay.
     ///
     /// # Errors
-    /// [`LogRelayError::NotPostgres`] on another backend (MariaDB needs the feature
-    /// `log-relay-mariadb`; message mode needs PostgreSQL); [`LogRelayError::Config`] for a
+    /// [`LogRelayError::NotPostgres`] on another backend (PostgreSQL needs the feature
+    /// `log-relay`, MariaDB `log-relay-mariadb`; message mode needs PostgreSQL); [`LogRelayError::Config`] for a
     /// missing or invalid slot name, an invalid publication name, a zero batch size, zero
     /// attempts or a zero interval.
     pub fn build(self) -> Result<LogRelay<P>, LogRelayError> {
         let backend = self.db.get_database_backend();
-        let supported = backend == DbBackend::Postgres
+        let supported = (cfg!(feature = "log-relay") && backend == DbBackend::Postgres)
             || (cfg!(feature = "log-relay-mariadb") && backend == DbBackend::MySql);
         if !supported {
             return Err(LogRelayError::NotPostgres {

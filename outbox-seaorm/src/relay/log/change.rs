@@ -17,6 +17,7 @@ use crate::gtid::GtidPosition;
 pub(crate) enum Position {
     /// PostgreSQL: the end of the commit record; acknowledging it confirms everything
     /// before it.
+    #[cfg(feature = "log-relay")]
     Lsn(u64),
     /// MariaDB: the last transaction of each replication domain; acknowledging it
     /// confirms, per domain, everything before it.
@@ -28,6 +29,7 @@ impl Position {
     /// Takes in `later`, the position of a transaction that committed after this one.
     pub(crate) fn advance(&mut self, later: Position) {
         match (self, later) {
+            #[cfg(feature = "log-relay")]
             (Self::Lsn(lsn), Self::Lsn(later)) => *lsn = (*lsn).max(later),
             #[cfg(feature = "log-relay-mariadb")]
             (Self::Gtid(position), Self::Gtid(later)) => {
@@ -36,7 +38,7 @@ impl Position {
                 }
             }
             // One source gives one kind of position: never mixed.
-            #[cfg(feature = "log-relay-mariadb")]
+            #[cfg(all(feature = "log-relay", feature = "log-relay-mariadb"))]
             (Self::Lsn(_), Self::Gtid(_)) | (Self::Gtid(_), Self::Lsn(_)) => {}
         }
     }
@@ -44,6 +46,7 @@ impl Position {
     /// As the slot's lease records it (`XX/XXXXXXXX` for an LSN, `D-S-N,…` for GTIDs).
     pub(crate) fn text(&self) -> String {
         match self {
+            #[cfg(feature = "log-relay")]
             Self::Lsn(lsn) => format!("{:X}/{:X}", lsn >> 32, lsn & 0xFFFF_FFFF),
             #[cfg(feature = "log-relay-mariadb")]
             Self::Gtid(position) => position.to_string(),
@@ -55,6 +58,7 @@ impl Position {
 #[derive(Debug)]
 pub(crate) enum Row {
     /// PostgreSQL's text format, as `pgoutput` sends it.
+    #[cfg(feature = "log-relay")]
     Wal(super::wal_row::WalRow),
     /// MariaDB's binlog values, rendered as the same text.
     #[cfg(feature = "log-relay-mariadb")]
@@ -65,6 +69,7 @@ impl Row {
     /// The text of column `name`: `None` when the column is missing or `NULL`.
     pub(crate) fn text(&self, name: &str) -> Option<&str> {
         match self {
+            #[cfg(feature = "log-relay")]
             Self::Wal(row) => row.text(name),
             #[cfg(feature = "log-relay-mariadb")]
             Self::Binlog(row) => row.text(name),
@@ -87,6 +92,7 @@ pub(crate) enum Change {
         row: Row,
     },
     /// A logical message (`pg_logical_emit_message`; PostgreSQL only).
+    #[cfg_attr(not(feature = "log-relay"), allow(dead_code))]
     Message {
         /// Whether it was written in a transaction (it then arrives between its
         /// transaction's [`Change::Begin`] and [`Change::Commit`]).
@@ -135,6 +141,7 @@ pub(crate) struct Acknowledger {
 #[derive(Debug, Clone)]
 pub(crate) enum Confirmed {
     /// PostgreSQL: the stream's status updates carry it to the slot.
+    #[cfg(feature = "log-relay")]
     Wal(Arc<pg_walstream::SharedLsnFeedback>),
     /// MariaDB: the session stores it in the slot's row.
     #[cfg(feature = "log-relay-mariadb")]
@@ -161,6 +168,7 @@ impl Acknowledger {
         rows: bool,
     ) {
         match (&self.position, position) {
+            #[cfg(feature = "log-relay")]
             (Confirmed::Wal(feedback), Position::Lsn(lsn)) => {
                 feedback.update_flushed_lsn(*lsn);
                 feedback.update_applied_lsn(*lsn);
@@ -175,7 +183,7 @@ impl Acknowledger {
                 }
             }
             // One source gives one kind of position: never mixed.
-            #[cfg(feature = "log-relay-mariadb")]
+            #[cfg(all(feature = "log-relay", feature = "log-relay-mariadb"))]
             (Confirmed::Wal(_), Position::Gtid(_)) | (Confirmed::Binlog(_), Position::Lsn(_)) => {}
         }
         if let Some(at) = committed_at {
@@ -196,6 +204,7 @@ impl Acknowledger {
     /// The highest position acknowledged so far, if any.
     pub(crate) fn acknowledged(&self) -> Option<Position> {
         match &self.position {
+            #[cfg(feature = "log-relay")]
             Confirmed::Wal(feedback) => match feedback.get_applied_lsn() {
                 0 => None,
                 lsn => Some(Position::Lsn(lsn)),
@@ -223,6 +232,7 @@ impl Acknowledger {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "log-relay")]
     #[test]
     fn an_lsn_position_advances_and_prints_as_postgresql_does() {
         let mut position = Position::Lsn(0x1_0000_00A0);

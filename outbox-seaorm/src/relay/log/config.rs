@@ -32,6 +32,11 @@ pub const DEFAULT_PURGE_BATCH: usize = 1_000;
 /// Prefix of the heartbeat messages (`pg_logical_emit_message`).
 pub const HEARTBEAT_PREFIX: &str = "outbox.heartbeat";
 
+/// How long a stopping reader goes on reading to the commit of the transaction it is in the
+/// middle of: its rows may be published already, and only its commit lets them be
+/// acknowledged.
+pub(crate) const FINISH_TRANSACTION: Duration = Duration::from_secs(2);
+
 /// The settings of a log relay: plain data, given whole to
 /// [`LogRelayBuilder::config`](super::LogRelayBuilder::config) (as a polling relay takes a
 /// [`RelayConfig`](crate::relay::RelayConfig)) or set one by one through the builder, and

@@ -14,12 +14,12 @@ pub enum LogRelayError {
         /// What is wrong with it.
         reason: String,
     },
-    /// The database is neither PostgreSQL nor (with the feature `log-relay-mariadb`, in
-    /// table mode) MariaDB: the log relay tails their logs.
+    /// The database is neither PostgreSQL (with the feature `log-relay`) nor MariaDB (with
+    /// the feature `log-relay-mariadb`, in table mode): the log relay tails their logs.
     #[error(
-        "the log relay needs PostgreSQL, or MariaDB with the feature log-relay-mariadb and a \
-         table-mode outbox (found {backend}); use the polling relay \
-         (outbox_seaorm::relay::Relay) on this database"
+        "the log relay needs PostgreSQL with the feature log-relay, or MariaDB with the \
+         feature log-relay-mariadb and a table-mode outbox (found {backend}); use the polling \
+         relay (outbox_seaorm::relay::Relay) on this database"
     )]
     NotPostgres {
         /// The backend found.

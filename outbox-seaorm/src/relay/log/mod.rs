@@ -88,14 +88,20 @@ mod builder;
 mod change;
 pub mod config;
 mod error;
+mod lease_renewal;
 mod publish;
 mod report;
+mod retention;
 mod row;
+#[cfg(feature = "log-relay")]
 mod session;
+#[cfg(feature = "log-relay")]
 mod source;
+#[cfg(feature = "log-relay")]
 mod start;
 #[cfg(feature = "log-relay-mariadb")]
 mod text_row;
+#[cfg(feature = "log-relay")]
 mod wal_row;
 
 use std::time::Duration;
@@ -110,6 +116,7 @@ pub use error::LogRelayError;
 pub use report::LogRelayReport;
 
 use self::publish::StreamedTable;
+#[cfg(feature = "log-relay")]
 use self::source::{SourceError, SourceSettings};
 use crate::config::Outbox;
 use crate::outage::DatabaseOutage;
@@ -120,11 +127,13 @@ use crate::sql::{Store, dialect};
 const STREAM: &str = "stream";
 
 /// SQLSTATE `object_not_in_prerequisite_state`: at `START_REPLICATION`, an invalidated slot.
+#[cfg(feature = "log-relay")]
 const SLOT_INVALIDATED: &str = "55000";
 
 /// Which log a relay reads.
 enum Source {
     /// PostgreSQL's, through logical decoding.
+    #[cfg(feature = "log-relay")]
     Wal(SourceSettings),
     /// MariaDB's binlog (settings made per session, after its checks).
     #[cfg(feature = "log-relay-mariadb")]
@@ -203,7 +212,14 @@ impl<P: Publisher + 'static> LogRelay<P> {
         let source = match self.db.get_database_backend() {
             #[cfg(feature = "log-relay-mariadb")]
             sea_orm::DbBackend::MySql => Source::Binlog,
-            _ => Source::Wal(self.source_settings()),
+            #[cfg(feature = "log-relay")]
+            sea_orm::DbBackend::Postgres => Source::Wal(self.source_settings()),
+            // `build` accepts no other backend.
+            backend => {
+                return Err(LogRelayError::NotPostgres {
+                    backend: dialect::name(backend).to_owned(),
+                });
+            }
         };
         let mut total = LogRelayReport::default();
         let mut standby = false;
@@ -305,6 +321,7 @@ impl<P: Publisher + 'static> LogRelay<P> {
             *standby = false;
         }
         match source {
+            #[cfg(feature = "log-relay")]
             Source::Wal(settings) => self.session(settings, &lease, shutdown, total).await?,
             #[cfg(feature = "log-relay-mariadb")]
             Source::Binlog => self.binlog_session(&lease, shutdown, total).await?,
@@ -321,6 +338,7 @@ impl<P: Publisher + 'static> LogRelay<P> {
     }
 
     /// The replication connection: the configured URL, or the pool's settings.
+    #[cfg(feature = "log-relay")]
     fn source_settings(&self) -> SourceSettings {
         let url = self.config.connection_url.clone().unwrap_or_else(|| {
             let options = self.db.get_postgres_connection_pool().connect_options();
@@ -348,6 +366,7 @@ impl<P: Publisher + 'static> LogRelay<P> {
         }
     }
 
+    #[cfg(feature = "log-relay")]
     fn source_error(&self, error: SourceError) -> LogRelayError {
         let invalidated = error.sqlstate.as_deref() == Some(SLOT_INVALIDATED)
             && (error.message.contains("invalidated")

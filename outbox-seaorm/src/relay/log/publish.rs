@@ -560,3 +560,24 @@ fn entry<'a>(
         status,
     }
 }
+
+impl<P: Publisher + 'static> super::LogRelay<P> {
+    /// The publishing side of a session, acknowledging through `acknowledger`.
+    pub(super) fn publishing(&self, acknowledger: Acknowledger) -> Publishing<'_, P> {
+        Publishing {
+            publisher: &self.publisher,
+            config: &self.config,
+            db: &self.db,
+            store: &self.store,
+            held: Default::default(),
+            idle: Arc::new(Notify::new()),
+            columns: *self.outbox.columns(),
+            table: self.streamed_table(),
+            message_prefix: self.outbox.write_mode().message_prefix().map(str::to_owned),
+            envelope_config: *self.outbox.envelope_config(),
+            acknowledger,
+            labels: self.labels.clone(),
+            report: LogRelayReport::default(),
+        }
+    }
+}

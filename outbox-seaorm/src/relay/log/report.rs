@@ -50,6 +50,7 @@ impl LogRelayReport {
     /// Notes the position of an acknowledgement.
     pub(super) fn acknowledge(&mut self, position: &Position) {
         match position {
+            #[cfg(feature = "log-relay")]
             Position::Lsn(lsn) => self.acknowledged_lsn = self.acknowledged_lsn.max(*lsn),
             #[cfg(feature = "log-relay-mariadb")]
             Position::Gtid(_) => {}

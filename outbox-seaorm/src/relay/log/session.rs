@@ -5,7 +5,7 @@
 //! writing heartbeats, one renewing the lease — until shutdown, an error, or a lost lease.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use outbox_core::Envelope;
 use outbox_core::metric;
@@ -15,6 +15,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::change::{Acknowledger, Change};
+use super::config::FINISH_TRANSACTION;
 use super::config::HEARTBEAT_PREFIX;
 use super::error::LogRelayError;
 use super::publish::Publishing;
@@ -24,19 +25,12 @@ use super::source::{SourceError, SourceSettings, WalSource};
 use super::{LogRelay, start};
 use crate::sql::log::{SlotLease, SlotRow};
 
-/// How long a stopping reader goes on reading to the commit of the transaction it is
-/// in the middle of (see `read`).
-pub(super) const FINISH_TRANSACTION: std::time::Duration = std::time::Duration::from_secs(2);
-
 /// WAL statuses of `pg_replication_slots`, for the status gauge.
 const WAL_STATUSES: [&str; 4] = ["reserved", "extended", "unreserved", "lost"];
 
 /// The steps of a session, as [`DatabaseOutage`](crate::outage::DatabaseOutage) names them.
 const HEARTBEAT: &str = "heartbeat";
 const SLOT_GAUGES: &str = "slot gauges";
-const RETENTION: &str = "retention cleanup";
-const LEASE_RENEWAL: &str = "lease renewal";
-const ACKNOWLEDGED: &str = "acknowledged position";
 
 /// Rows per page of a backfill.
 const BACKFILL_PAGE: u64 = 1_000;
@@ -112,24 +106,6 @@ impl<P: Publisher + 'static> LogRelay<P> {
         let result = self.stream(&mut source, &mut publishing, &stop).await;
         total.merge(&publishing.report);
         result
-    }
-
-    pub(super) fn publishing(&self, acknowledger: Acknowledger) -> Publishing<'_, P> {
-        Publishing {
-            publisher: &self.publisher,
-            config: &self.config,
-            db: &self.db,
-            store: &self.store,
-            held: Default::default(),
-            idle: Arc::new(Notify::new()),
-            columns: *self.outbox.columns(),
-            table: self.streamed_table(),
-            message_prefix: self.outbox.write_mode().message_prefix().map(str::to_owned),
-            envelope_config: *self.outbox.envelope_config(),
-            acknowledger,
-            labels: self.labels.clone(),
-            report: LogRelayReport::default(),
-        }
     }
 
     /// Publishes the rows pending in `snapshot` (the slot's creation), page by page.
@@ -249,100 +225,6 @@ impl<P: Publisher + 'static> LogRelay<P> {
             if last_purge.is_none_or(|at| at.elapsed() >= self.config.purge_interval) {
                 last_purge = Some(Instant::now());
                 self.purge(acknowledger, stop).await;
-            }
-        }
-    }
-
-    /// Deletes streamed rows (table mode; they stay `pending`) written more than the
-    /// retention before the last acknowledged commit (and before now), in batches.
-    pub(super) async fn purge(&self, acknowledger: &Acknowledger, stop: &CancellationToken) {
-        let (Some(retention), Some(acknowledged)) =
-            (self.config.retention, acknowledger.acknowledged_commit())
-        else {
-            return;
-        };
-        if self.outbox.write_mode().message_prefix().is_some() {
-            return;
-        }
-        let Ok(retention) = chrono::Duration::from_std(retention) else {
-            return;
-        };
-        let cutoff = acknowledged.min(chrono::Utc::now()) - retention;
-        let mut purged = 0_u64;
-        while !stop.is_cancelled() {
-            match self
-                .store
-                .delete_streamed(&self.db, cutoff, self.config.purge_batch)
-                .await
-            {
-                Ok(rows) => {
-                    purged += rows;
-                    if rows < self.config.purge_batch as u64 {
-                        self.outage.succeeded(RETENTION);
-                        break;
-                    }
-                }
-                Err(error) => {
-                    self.outage.failed(RETENTION, &error);
-                    break;
-                }
-            }
-        }
-        if purged > 0 {
-            let mut labels = self.labels.clone();
-            labels.push(metrics::Label::new("table", "outbox"));
-            metrics::counter!(metric::PURGED_ROWS, labels).increment(purged);
-            tracing::info!(rows = purged, %cutoff, "log relay purged streamed outbox rows");
-        }
-    }
-
-    /// Renews the slot's lease every third of its TTL (recording the acknowledged
-    /// position) until `stop`; a lease taken over or not renewed within its TTL stops the
-    /// session ([`LogRelayError::LeaseLost`]).
-    pub(super) async fn renew_lease(
-        &self,
-        acknowledger: &Acknowledger,
-        stop: &CancellationToken,
-    ) -> Result<(), LogRelayError> {
-        let ttl = self.config.lease_ttl;
-        let mut renewed = Instant::now();
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => return Ok(()),
-                () = tokio::time::sleep(ttl / 3) => {}
-            }
-            let slot = &self.config.slot;
-            let me = &self.config.instance_id;
-            match self.store.take_log_lease(&self.db, slot, me, ttl).await {
-                Ok(Some(_)) => {
-                    renewed = Instant::now();
-                    self.outage.succeeded(LEASE_RENEWAL);
-                }
-                Ok(None) => {
-                    stop.cancel();
-                    return Err(LogRelayError::LeaseLost { slot: slot.clone() });
-                }
-                Err(error) => {
-                    self.outage.failed(LEASE_RENEWAL, &error);
-                    if renewed.elapsed() >= ttl.saturating_sub(Duration::from_millis(100)) {
-                        stop.cancel();
-                        return Err(LogRelayError::LeaseLost { slot: slot.clone() });
-                    }
-                    continue;
-                }
-            }
-            if let Some(position) = acknowledger.acknowledged() {
-                let text = position.text();
-                match self
-                    .store
-                    .record_log_acknowledged(&self.db, slot, me, &text)
-                    .await
-                {
-                    Ok(_) => self.outage.succeeded(ACKNOWLEDGED),
-                    Err(error) => {
-                        self.outage.failed(ACKNOWLEDGED, &error);
-                    }
-                }
             }
         }
     }

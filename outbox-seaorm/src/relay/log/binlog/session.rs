@@ -23,11 +23,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::LogRelay;
 use super::super::change::{Acknowledger, Change, Confirmed, Position, Row};
+use super::super::config::FINISH_TRANSACTION;
 use super::super::error::LogRelayError;
 use super::super::publish::Publishing;
 use super::super::report::LogRelayReport;
 use super::super::row::{self, UnreadableRow};
-use super::super::session::FINISH_TRANSACTION;
 use super::snapshot::Snapshot;
 use super::source::{BinlogError, BinlogSettings, BinlogSource, POSITION_NOT_IN_BINLOG};
 use super::start;
