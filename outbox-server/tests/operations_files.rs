@@ -214,11 +214,54 @@ async fn run_consumer() {
     bare.close().await;
 }
 
+/// A log relay on MariaDB's binary log: the slot's lag in transactions.
+async fn run_binlog_relay() -> bool {
+    const TEST: &str = "operations_files::binlog_relay";
+    let Some(db) = TestDb::binlog_mariadb(TEST).await else {
+        return false;
+    };
+    let outbox = Outbox::builder()
+        .metric_label("relay", "binlog")
+        .build()
+        .unwrap();
+    schema::install(db.conn(), &outbox).await.unwrap();
+    let slot = format!("ops_{}", uuid::Uuid::now_v7().simple());
+    let broker = InProcessBroker::new();
+    let relay = LogRelay::builder(db.conn().clone(), outbox.clone(), broker.clone())
+        .slot(&slot)
+        .connection_url(db.url())
+        .heartbeat_interval(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let shutdown = CancellationToken::new();
+    let running = tokio::spawn(relay.run(shutdown.clone()));
+    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+    uow.raise(OrderingEvent::Noted {
+        order_id: "binlog-1".into(),
+        n: 0,
+    });
+    uow.commit().await.unwrap();
+    let published = async {
+        while broker.published().is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), published)
+        .await
+        .unwrap();
+    // A lag reading or two (every heartbeat interval).
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    shutdown.cancel();
+    running.await.unwrap().unwrap();
+    db.close().await;
+    true
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn alert_rules_and_dashboard_name_only_exported_metrics() {
     let handle = outbox_server::http::metrics::install().unwrap();
     run_polling_relay().await;
-    let log_relay_ran = run_log_relay().await;
+    let log_relay_ran = run_log_relay().await & run_binlog_relay().await;
     run_consumer().await;
     handle.run_upkeep();
     let exposition = handle.render();
@@ -241,7 +284,7 @@ async fn alert_rules_and_dashboard_name_only_exported_metrics() {
             named.extend(metrics_of(rule["expr"].as_str().unwrap()));
         }
     }
-    assert_eq!(alerts.len(), 10, "{alerts:?}");
+    assert_eq!(alerts.len(), 11, "{alerts:?}");
 
     // The dashboard: every panel's targets, and the relay variable's query.
     let dashboard: serde_json::Value = serde_json::from_str(DASHBOARD).unwrap();
@@ -292,6 +335,7 @@ async fn alert_rules_and_dashboard_name_only_exported_metrics() {
         outbox_core::metric::OPERATOR_ACTIONS,
         outbox_core::metric::LOG_SLOT_LAG_BYTES,
         outbox_core::metric::LOG_SLOT_WAL_STATUS,
+        outbox_core::metric::LOG_SLOT_LAG_TRANSACTIONS,
     ] {
         assert!(
             named.contains(documented),
