@@ -147,10 +147,11 @@ impl fmt::Display for GtidPosition {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn gtid(domain: u32, server: u32, sequence: u64) -> Gtid {
+    /// A GTID of its parts.
+    pub(crate) fn gtid(domain: u32, server: u32, sequence: u64) -> Gtid {
         Gtid {
             domain,
             server,

@@ -158,22 +158,8 @@ async fn run_log_relay() -> bool {
     tokio::time::timeout(Duration::from_secs(30), streaming)
         .await
         .unwrap();
-    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
-    uow.raise(OrderingEvent::Noted {
-        order_id: "log-1".into(),
-        n: 0,
-    });
-    uow.commit().await.unwrap();
-    let published = async {
-        while broker.published().is_empty() {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(30), published)
-        .await
-        .unwrap();
-    // A heartbeat or two: the slot's lag and WAL status.
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Then a heartbeat or two: the slot's lag and WAL status.
+    publish_one(&db, &outbox, &broker, "log-1").await;
     shutdown.cancel();
     running.await.unwrap().unwrap();
     let _ = db
@@ -214,6 +200,26 @@ async fn run_consumer() {
     bare.close().await;
 }
 
+/// Commits one event of `order`, waits until the running log relay published it, then 800 ms
+/// (a few heartbeat intervals of 200 ms: the relay's periodic gauges).
+async fn publish_one(db: &TestDb, outbox: &Outbox, broker: &InProcessBroker, order: &str) {
+    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+    uow.raise(OrderingEvent::Noted {
+        order_id: order.into(),
+        n: 0,
+    });
+    uow.commit().await.unwrap();
+    let published = async {
+        while broker.published().is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), published)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+}
+
 /// A log relay on MariaDB's binary log: the slot's lag in transactions.
 async fn run_binlog_relay() -> bool {
     const TEST: &str = "operations_files::binlog_relay";
@@ -235,22 +241,8 @@ async fn run_binlog_relay() -> bool {
         .unwrap();
     let shutdown = CancellationToken::new();
     let running = tokio::spawn(relay.run(shutdown.clone()));
-    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
-    uow.raise(OrderingEvent::Noted {
-        order_id: "binlog-1".into(),
-        n: 0,
-    });
-    uow.commit().await.unwrap();
-    let published = async {
-        while broker.published().is_empty() {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(30), published)
-        .await
-        .unwrap();
-    // A lag reading or two (every heartbeat interval).
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // Then a lag reading or two (every heartbeat interval).
+    publish_one(&db, &outbox, &broker, "binlog-1").await;
     shutdown.cancel();
     running.await.unwrap().unwrap();
     db.close().await;

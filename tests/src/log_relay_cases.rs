@@ -24,6 +24,29 @@ use uuid::Uuid;
 use crate::bookstore::{OrderNotedV2, OrderingContracts, OrderingEvent};
 use crate::db::TestDb;
 
+/// A test that runs the case `$case` of this module: its database from `$open(test name)`
+/// (`Option<(TestDb, Outbox)>`, `None`: skipped), a slot from `$slot()`, relays from
+/// `$relay(db, outbox, broker, slot)`, and `$live(db, slot)` to wait until the relay streams.
+#[macro_export]
+macro_rules! log_relay_case {
+    ($case:ident, open = $open:ident, slot = $slot:ident, relay = $relay:ident, live = $live:ident) => {
+        #[doc = concat!("`outbox_tests::log_relay_cases::", stringify!($case), "` on this test file's database.")]
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $case() {
+            let Some((db, outbox)) = $open(stringify!($case)).await else {
+                return;
+            };
+            let slot = $slot();
+            let relay = |outbox: &outbox_seaorm::Outbox,
+                         broker: &outbox_core::in_process::InProcessBroker| {
+                $relay(&db, outbox, broker, &slot)
+            };
+            $crate::log_relay_cases::$case(&db, &outbox, &slot, &relay, $live(&db, &slot)).await;
+            db.close().await;
+        }
+    };
+}
+
 /// How long a test waits for what should happen.
 pub const WAIT: Duration = Duration::from_secs(20);
 
@@ -140,14 +163,17 @@ fn published_notes(broker: &InProcessBroker, order: &str) -> Vec<u32> {
         .collect()
 }
 
-/// `remove_after_insert`: each row is deleted in its own transaction, the table stays
-/// empty, and the log relay still publishes every insert, in order.
+/// `remove_after_insert` on `outbox`'s table: each row is deleted in its own transaction,
+/// the table stays empty, and the log relay still publishes every insert, in order.
 pub async fn remove_after_insert_keeps_the_table_empty(
     db: &TestDb,
+    outbox: &Outbox,
+    _slot: &str,
     relay: RelayFor<'_>,
     live: impl Future<Output = ()>,
 ) {
     let outbox = Outbox::builder()
+        .outbox_table(outbox.outbox_table().to_string())
         .write_mode(outbox_seaorm::WriteMode::table_removed_after_insert())
         .build()
         .unwrap();

@@ -19,9 +19,7 @@ use sea_orm::{ConnectionTrait, Statement, TransactionTrait as _};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use outbox_tests::log_relay_cases::{
-    self as cases, Running, WAIT, eventually, note, notes, wait_for,
-};
+use outbox_tests::log_relay_cases::{Running, WAIT, eventually, note, notes, wait_for};
 
 async fn logical_db(test: &str) -> Option<(TestDb, Outbox)> {
     let db = TestDb::logical_postgres(test).await?;
@@ -496,19 +494,6 @@ async fn message_mode_publishes_without_a_table_row() {
     db.close().await;
 }
 
-/// `remove_after_insert` (`outbox_tests::log_relay_cases`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn remove_after_insert_keeps_the_table_empty() {
-    let Some((db, _)) = logical_db("remove_after_insert_keeps_the_table_empty").await else {
-        return;
-    };
-    let slot = slot_name();
-    let relay = |outbox: &Outbox, broker: &InProcessBroker| log_relay(&db, outbox, broker, &slot);
-    cases::remove_after_insert_keeps_the_table_empty(&db, &relay, wait_for_active_slot(&db, &slot))
-        .await;
-    db.close().await;
-}
-
 /// The modes that only the log relay reads are refused where they cannot work: a commit on
 /// another database (nothing written, business rows rolled back), and a polling relay.
 #[tokio::test]
@@ -929,48 +914,6 @@ async fn an_invalidated_slot_stops_the_relay_and_is_recovered() {
     drop(cluster);
 }
 
-/// Block parking, requeue and skip (`outbox_tests::log_relay_cases`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_poison_event_parks_only_its_aggregate_until_requeued_or_skipped() {
-    let Some((db, outbox)) =
-        logical_db("a_poison_event_parks_only_its_aggregate_until_requeued_or_skipped").await
-    else {
-        return;
-    };
-    let slot = slot_name();
-    let relay = |outbox: &Outbox, broker: &InProcessBroker| log_relay(&db, outbox, broker, &slot);
-    cases::a_poison_event_parks_only_its_aggregate_until_requeued_or_skipped(
-        &db,
-        &outbox,
-        &slot,
-        &relay,
-        wait_for_active_slot(&db, &slot),
-    )
-    .await;
-    db.close().await;
-}
-
-/// `outbox log-dead` and `outbox status` (`outbox_tests::log_relay_cases`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_command_line_shows_and_requeues_log_dead_letters() {
-    let Some((db, outbox)) =
-        logical_db("the_command_line_shows_and_requeues_log_dead_letters").await
-    else {
-        return;
-    };
-    let slot = slot_name();
-    let relay = |outbox: &Outbox, broker: &InProcessBroker| log_relay(&db, outbox, broker, &slot);
-    cases::the_command_line_shows_and_requeues_log_dead_letters(
-        &db,
-        &outbox,
-        &slot,
-        &relay,
-        wait_for_active_slot(&db, &slot),
-    )
-    .await;
-    db.close().await;
-}
-
 /// The variables that make [`log_relay_process`] run a relay.
 const CHILD_URL: &str = "OUTBOX_LOG_RELAY_CHILD_URL";
 const CHILD_SLOT: &str = "OUTBOX_LOG_RELAY_CHILD_SLOT";
@@ -1352,3 +1295,26 @@ async fn under_skip_a_dead_event_holds_nothing_back() {
     assert_eq!((report.dead_lettered, report.parked), (1, 0), "{report:?}");
     db.close().await;
 }
+
+// The cases both log sources run (`outbox_tests::log_relay_cases`).
+outbox_tests::log_relay_case!(
+    remove_after_insert_keeps_the_table_empty,
+    open = logical_db,
+    slot = slot_name,
+    relay = log_relay,
+    live = wait_for_active_slot
+);
+outbox_tests::log_relay_case!(
+    a_poison_event_parks_only_its_aggregate_until_requeued_or_skipped,
+    open = logical_db,
+    slot = slot_name,
+    relay = log_relay,
+    live = wait_for_active_slot
+);
+outbox_tests::log_relay_case!(
+    the_command_line_shows_and_requeues_log_dead_letters,
+    open = logical_db,
+    slot = slot_name,
+    relay = log_relay,
+    live = wait_for_active_slot
+);

@@ -19,9 +19,7 @@ use sea_orm::{ConnectionTrait, DbBackend, Statement, TransactionTrait as _};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use outbox_tests::log_relay_cases::{
-    self as cases, Running, WAIT, eventually, note, notes, wait_for,
-};
+use outbox_tests::log_relay_cases::{Running, WAIT, eventually, note, notes, wait_for};
 
 /// A fresh database with the outbox installed, on the shared binlog server.
 async fn binlog_db(test: &str) -> Option<(TestDb, Outbox)> {
@@ -840,65 +838,6 @@ async fn an_idle_relay_stores_its_last_batch_then_writes_only_with_its_lease() {
     drop(server);
 }
 
-/// `remove_after_insert` on MariaDB (`outbox_tests::log_relay_cases`): the binlog keeps the
-/// inserts, the relay ignores the deletes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn remove_after_insert_keeps_the_table_empty() {
-    let Some(db) = TestDb::binlog_mariadb("remove_after_insert_keeps_the_table_empty").await else {
-        return;
-    };
-    schema::install(db.conn(), &Outbox::default())
-        .await
-        .unwrap();
-    let slot = slot_name();
-    let relay = |outbox: &Outbox, broker: &InProcessBroker| log_relay(&db, outbox, broker, &slot);
-    cases::remove_after_insert_keeps_the_table_empty(&db, &relay, wait_for_backfill(&db, &slot))
-        .await;
-    db.close().await;
-}
-
-/// Block parking, requeue and skip on MariaDB (`outbox_tests::log_relay_cases`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_poison_event_parks_only_its_aggregate_until_requeued_or_skipped() {
-    let Some((db, outbox)) =
-        binlog_db("a_poison_event_parks_only_its_aggregate_until_requeued_or_skipped").await
-    else {
-        return;
-    };
-    let slot = slot_name();
-    let relay = |outbox: &Outbox, broker: &InProcessBroker| log_relay(&db, outbox, broker, &slot);
-    cases::a_poison_event_parks_only_its_aggregate_until_requeued_or_skipped(
-        &db,
-        &outbox,
-        &slot,
-        &relay,
-        wait_for_backfill(&db, &slot),
-    )
-    .await;
-    db.close().await;
-}
-
-/// `outbox log-dead` and `outbox status` on MariaDB (`outbox_tests::log_relay_cases`).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_command_line_shows_and_requeues_log_dead_letters() {
-    let Some((db, outbox)) =
-        binlog_db("the_command_line_shows_and_requeues_log_dead_letters").await
-    else {
-        return;
-    };
-    let slot = slot_name();
-    let relay = |outbox: &Outbox, broker: &InProcessBroker| log_relay(&db, outbox, broker, &slot);
-    cases::the_command_line_shows_and_requeues_log_dead_letters(
-        &db,
-        &outbox,
-        &slot,
-        &relay,
-        wait_for_backfill(&db, &slot),
-    )
-    .await;
-    db.close().await;
-}
-
 /// Message mode is PostgreSQL's: on MariaDB its commit writes nothing and says so, and the
 /// log relay refuses such an outbox.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1069,3 +1008,26 @@ async fn an_event_type_over_the_column_limit_is_refused_or_dead_lettered() {
     assert_eq!(report.dead_lettered, 1, "{report:?}");
     db.close().await;
 }
+
+// The cases both log sources run (`outbox_tests::log_relay_cases`).
+outbox_tests::log_relay_case!(
+    remove_after_insert_keeps_the_table_empty,
+    open = binlog_db,
+    slot = slot_name,
+    relay = log_relay,
+    live = wait_for_backfill
+);
+outbox_tests::log_relay_case!(
+    a_poison_event_parks_only_its_aggregate_until_requeued_or_skipped,
+    open = binlog_db,
+    slot = slot_name,
+    relay = log_relay,
+    live = wait_for_backfill
+);
+outbox_tests::log_relay_case!(
+    the_command_line_shows_and_requeues_log_dead_letters,
+    open = binlog_db,
+    slot = slot_name,
+    relay = log_relay,
+    live = wait_for_backfill
+);

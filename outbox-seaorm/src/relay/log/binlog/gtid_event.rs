@@ -57,14 +57,7 @@ impl GtidEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn gtid(domain: u32, server: u32, sequence: u64) -> Gtid {
-        Gtid {
-            domain,
-            server,
-            sequence,
-        }
-    }
+    use crate::gtid::tests::gtid;
 
     #[test]
     fn a_gtid_event_body_reads_with_and_without_a_group_commit_id() {
