@@ -42,6 +42,7 @@ const FLOORS: &[&[&str]] = &[
         "wakeup",
         "error",
         "transaction",
+        "gtid",
     ],
 ];
 
