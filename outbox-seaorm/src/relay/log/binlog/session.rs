@@ -363,7 +363,8 @@ async fn read(
 ) -> Result<(), BinlogError> {
     let mut open = false;
     let mut finish_by: Option<tokio::time::Instant> = None;
-    let mut ticks = tokio::time::interval(tick);
+    // The first after one interval: the session released what was held when it started.
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + tick, tick);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut tick_due = false;
     loop {
