@@ -12,7 +12,9 @@
 //! ```text
 //! my-contracts schemas list [--format human|json]
 //! my-contracts schemas export --out DIR [--title T] [--api-version V] [--description D]
-//! my-contracts schemas check --baseline DIR [--format human|json] [--deny-warnings]
+//! my-contracts schemas check [--baseline DIR] [--consumers DIR] [--producer DIR]
+//!                            [--format human|json] [--deny-warnings]
+//! my-consumer  schemas expect --name NAME --out DIR
 //! ```
 //!
 //! `schemas export` writes a complete set (see [`schema::export`]) and
@@ -21,7 +23,8 @@
 //! [`compat`]).
 //!
 //! Exit codes: [`EXIT_OK`] (0) success, [`EXIT_CHECK_FAILED`] (1) breaking changes found (or
-//! warnings with `--deny-warnings`), [`EXIT_ERROR`] (2) usage, registry or I/O error.
+//! warnings with `--deny-warnings`), or a consumer broken, [`EXIT_ERROR`] (2) usage,
+//! registry, expectations or I/O error.
 //!
 //! A bigger command line (e.g. one that also manages the outbox tables) embeds
 //! [`SchemasCommand`] as one of its clap subcommands and calls
@@ -60,7 +63,9 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::compat::{self, CompatError};
+use crate::compat::{self, CompatError, ContractSet};
+use crate::consumed::ConsumedContracts;
+use crate::expectations::{self, ExpectationsError};
 use crate::registry::{ContractRegistry, RegistryError};
 use crate::schema::{self, ExportOptions, SchemaError};
 
@@ -88,9 +93,25 @@ pub enum SchemasAction {
     /// Export JSON Schemas, an AsyncAPI document and an index into a folder (a complete set:
     /// stale `schemas/*.json` files are removed).
     Export(ExportArgs),
-    /// Compare the registered contracts with a baseline folder written by `export`; exit 1
-    /// on breaking changes.
+    /// Compare the registered contracts with a baseline folder written by `export`, and/or
+    /// check consumers' expectations against them; exit 1 on breaking changes.
     Check(CheckArgs),
+    /// Write what this binary's inbox handlers read (consumer-driven contracts) into a
+    /// folder to hand to the producer.
+    Expect(ExpectArgs),
+}
+
+/// Arguments of `schemas expect`.
+#[derive(Debug, Clone, Args)]
+#[non_exhaustive]
+pub struct ExpectArgs {
+    /// The consumer's name in the producer's reports (a service or team, e.g.
+    /// `bookstore-inventory`).
+    #[arg(long)]
+    pub name: String,
+    /// Folder to write (created if missing; its `schemas/` is rewritten).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
 }
 
 /// Arguments of `schemas list`.
@@ -137,13 +158,23 @@ impl ExportArgs {
     }
 }
 
-/// Arguments of `schemas check`.
+/// Arguments of `schemas check`: at least one of `--baseline`, `--consumers`, `--producer`.
 #[derive(Debug, Clone, Args)]
 #[non_exhaustive]
+#[command(group(clap::ArgGroup::new("against").required(true).multiple(true)
+    .args(["baseline", "consumers", "producer"])))]
 pub struct CheckArgs {
     /// Baseline folder written by `schemas export`.
     #[arg(long, value_name = "DIR")]
-    pub baseline: PathBuf,
+    pub baseline: Option<PathBuf>,
+    /// The consumers' expectations (written by their `schemas expect`): a folder of
+    /// folders, one per consumer, or one consumer's folder.
+    #[arg(long, value_name = "DIR")]
+    pub consumers: Option<PathBuf>,
+    /// The consumer's side: check this binary's inbox handlers against the producer's
+    /// export folder.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["baseline", "consumers"])]
+    pub producer: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
     pub format: OutputFormat,
@@ -201,6 +232,9 @@ pub enum CliError {
     /// The baseline could not be loaded.
     #[error(transparent)]
     Compat(#[from] CompatError),
+    /// Expectations could not be written or loaded.
+    #[error(transparent)]
+    Expectations(#[from] ExpectationsError),
     /// No contract is linked into the binary: exporting would empty the schema folder and
     /// checking would report every contract as removed.
     #[error(
@@ -209,6 +243,9 @@ pub enum CliError {
          `outbox_kernel::contracts_crate!()` once at the root of each contracts crate"
     )]
     NoContracts,
+    /// The arguments do not say what to do.
+    #[error("{0}")]
+    Usage(String),
     /// Writing the command's output failed.
     #[error("cannot write the output: {0}")]
     Output(#[source] io::Error),
@@ -246,13 +283,33 @@ impl SchemasCommand {
         registry: &ContractRegistry,
         out: &mut dyn Write,
     ) -> Result<Outcome, CliError> {
-        if registry.is_empty() && !matches!(self.action, SchemasAction::List(_)) {
+        self.execute_with(registry, &ConsumedContracts::collect(), out)
+    }
+
+    /// Like [`execute`](Self::execute) with the inbox handlers' registrations given (for
+    /// `expect` and `check --producer`) instead of collected from the binary.
+    ///
+    /// # Errors
+    /// A [`CliError`] for export, baseline, expectations or output failures.
+    pub fn execute_with(
+        &self,
+        registry: &ContractRegistry,
+        consumed: &ConsumedContracts,
+        out: &mut dyn Write,
+    ) -> Result<Outcome, CliError> {
+        let needs_contracts = match &self.action {
+            SchemasAction::List(_) | SchemasAction::Expect(_) => false,
+            SchemasAction::Check(args) => args.producer.is_none(),
+            SchemasAction::Export(_) => true,
+        };
+        if needs_contracts && registry.is_empty() {
             return Err(CliError::NoContracts);
         }
         match &self.action {
             SchemasAction::List(args) => list(registry, args, out),
             SchemasAction::Export(args) => export(registry, args, out),
-            SchemasAction::Check(args) => check(registry, args, out),
+            SchemasAction::Check(args) => check(registry, consumed, args, out),
+            SchemasAction::Expect(args) => expect(consumed, args, out),
         }
     }
 }
@@ -335,21 +392,99 @@ fn export(
     Ok(Outcome::Success)
 }
 
+fn expect(
+    consumed: &ConsumedContracts,
+    args: &ExpectArgs,
+    out: &mut dyn Write,
+) -> Result<Outcome, CliError> {
+    let (expectations, schemas) = expectations::collect(&args.name, consumed)?;
+    let written = expectations::write(&args.out, &expectations, &schemas)?;
+    writeln!(
+        out,
+        "wrote the expectations of `{}` to {}: {} contract read(s), {} file(s)",
+        args.name,
+        args.out.display(),
+        expectations.contracts.len(),
+        written.len()
+    )
+    .map_err(output)?;
+    for entry in &expectations.contracts {
+        let required = entry.reads.iter().filter(|r| r.required).count();
+        writeln!(
+            out,
+            "  {} by {}: {} field(s), {} required",
+            entry.event_type,
+            entry.inbox_consumer,
+            entry.reads.len(),
+            required
+        )
+        .map_err(output)?;
+    }
+    Ok(Outcome::Success)
+}
+
 fn check(
     registry: &ContractRegistry,
+    consumed: &ConsumedContracts,
     args: &CheckArgs,
     out: &mut dyn Write,
 ) -> Result<Outcome, CliError> {
-    let report = compat::check(registry, &args.baseline)?;
+    if let Some(producer) = &args.producer {
+        let producer = ContractSet::load(producer)?;
+        let (own, schemas) = expectations::collect("this-consumer", consumed)?;
+        let set = expectations::ExpectationSet {
+            dir: PathBuf::from("."),
+            expectations: own,
+            schemas,
+        };
+        let report = expectations::check_all(&producer, std::slice::from_ref(&set));
+        return print_consumers(&report, args, out);
+    }
+    if let Some(consumers) = &args.consumers {
+        let sets = expectations::load_consumers(consumers)?;
+        let current = ContractSet::from_registry(registry).map_err(CompatError::from)?;
+        let report = match &args.baseline {
+            Some(baseline) => {
+                let baseline_report = compat::check(registry, baseline)?;
+                expectations::with_consumers(baseline_report, &current, &sets)
+            }
+            None => expectations::check_all(&current, &sets),
+        };
+        return print_consumers(&report, args, out);
+    }
+    let Some(baseline) = &args.baseline else {
+        return Err(CliError::Usage(
+            "`schemas check` needs --baseline, --consumers or --producer".to_owned(),
+        ));
+    };
+    let report = compat::check(registry, baseline)?;
     match args.format {
         OutputFormat::Json => out.write_all(report.to_json().as_bytes()),
         OutputFormat::Human => writeln!(
             out,
             "checking {} contract(s) against the baseline {}",
             registry.len(),
-            args.baseline.display()
+            baseline.display()
         )
         .and_then(|()| write!(out, "{report}")),
+    }
+    .map_err(output)?;
+    let failed = report.is_breaking() || (args.deny_warnings && report.has_warnings());
+    Ok(if failed {
+        Outcome::CheckFailed
+    } else {
+        Outcome::Success
+    })
+}
+
+fn print_consumers(
+    report: &expectations::ConsumersReport,
+    args: &CheckArgs,
+    out: &mut dyn Write,
+) -> Result<Outcome, CliError> {
+    match args.format {
+        OutputFormat::Json => out.write_all(report.to_json().as_bytes()),
+        OutputFormat::Human => write!(out, "{report}"),
     }
     .map_err(output)?;
     let failed = report.is_breaking() || (args.deny_warnings && report.has_warnings());

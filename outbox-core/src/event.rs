@@ -16,6 +16,12 @@ use serde::de::DeserializeOwned;
 /// (`renamed_core = { package = "outbox-core", … }`) or reached through a re-export, `crate =
 /// "renamed_core"`: the path the generated code names it by.
 ///
+/// A **consumer** team's copy of another team's contract (generated from the producer's
+/// exported schemas by `outbox-codegen`, or written by hand) adds the flag `consumed`: the
+/// type implements the trait with the producer's name, key and version, so `#[inbox_handler]`
+/// takes it, but it is not registered, so the consumer's own `schemas export` does not
+/// publish it as one of its contracts.
+///
 /// ```
 /// use outbox_kernel::IntegrationEvent;
 /// use schemars::JsonSchema;

@@ -40,8 +40,10 @@
 pub mod clock;
 pub mod cloudevents;
 pub mod compat;
+pub mod consumed;
 pub mod envelope;
 mod event;
+pub mod expectations;
 pub mod in_process;
 pub mod job;
 pub mod mapping;

@@ -11,6 +11,15 @@ pub fn schema_for<T: schemars::JsonSchema>() -> schemars::Schema {
     generator().into_root_schema_for::<T>()
 }
 
+/// Builds `T`'s JSON Schema in deserialize mode (draft 2020-12): what a consumer's type
+/// accepts, for [`ConsumedContract`](crate::consumed::ConsumedContract).
+pub fn reading_schema_for<T: schemars::JsonSchema>() -> schemars::Schema {
+    schemars::generate::SchemaSettings::draft2020_12()
+        .for_deserialize()
+        .into_generator()
+        .into_root_schema_for::<T>()
+}
+
 /// Called by [`contracts_crate!`](crate::contracts_crate) anchors so that they are not empty.
 #[inline(never)]
 pub fn anchor(crate_path: &'static str) {

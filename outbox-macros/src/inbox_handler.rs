@@ -220,6 +220,9 @@ fn generate(function: &ItemFn, args: &HandlerArgs, handler: &Handler<'_>) -> Tok
             #private::inventory::submit! {
                 #krate::inbox::HandlerRegistration::upcast::<#handler, #from>()
             }
+            #private::inventory::submit! {
+                #krate::inbox::HandlerRegistration::consumed_upcast::<#handler, #from>()
+            }
         }
     });
 
@@ -246,6 +249,9 @@ fn generate(function: &ItemFn, args: &HandlerArgs, handler: &Handler<'_>) -> Tok
 
             #private::inventory::submit! {
                 #krate::inbox::HandlerRegistration::of::<#ident>()
+            }
+            #private::inventory::submit! {
+                #krate::inbox::HandlerRegistration::consumed::<#ident>()
             }
             #(#upcasts)*
         };

@@ -89,6 +89,7 @@ pub fn expand(input: &DeriveInput) -> syn::Result<TokenStream> {
                 key_field: key.unraw().to_string(),
                 access,
                 description: docs::description(&input.attrs),
+                registered: !options.is_some_and(|o| o.consumed.0),
             },
         )),
         // Each missing part was reported above; this arm is not reached.
@@ -138,6 +139,8 @@ struct Contract<'a> {
     key_field: String,
     access: KeyAccess<'a>,
     description: docs::Description,
+    /// Whether the contract is registered for export (`false` with `consumed`).
+    registered: bool,
 }
 
 fn generate(input: &DeriveInput, runtime: &Runtime, contract: &Contract<'_>) -> TokenStream {
@@ -150,6 +153,7 @@ fn generate(input: &DeriveInput, runtime: &Runtime, contract: &Contract<'_>) -> 
         key_field,
         access,
         description,
+        registered,
     } = contract;
     let (full, name) = (&event_type.full, &event_type.name);
     let version = proc_macro2::Literal::u32_unsuffixed(event_type.version);
@@ -174,6 +178,22 @@ fn generate(input: &DeriveInput, runtime: &Runtime, contract: &Contract<'_>) -> 
         }
     };
 
+    let registration = registered.then(|| {
+        quote! {
+            const REGISTRATION: #krate::ContractRegistration = #krate::ContractRegistration {
+                event_type: #full,
+                name: #name,
+                version: #version,
+                aggregate_type: #aggregate,
+                key_field: #key_field,
+                rust_type: ::core::concat!(::core::module_path!(), "::", #rust_type),
+                description: #description,
+                schema: #private::schema_for::<#ident #ty_generics>,
+            };
+            #private::inventory::submit!(REGISTRATION);
+        }
+    });
+
     quote! {
         const _: () = {
             #[automatically_derived]
@@ -188,17 +208,7 @@ fn generate(input: &DeriveInput, runtime: &Runtime, contract: &Contract<'_>) -> 
                 }
             }
 
-            const REGISTRATION: #krate::ContractRegistration = #krate::ContractRegistration {
-                event_type: #full,
-                name: #name,
-                version: #version,
-                aggregate_type: #aggregate,
-                key_field: #key_field,
-                rust_type: ::core::concat!(::core::module_path!(), "::", #rust_type),
-                description: #description,
-                schema: #private::schema_for::<#ident #ty_generics>,
-            };
-            #private::inventory::submit!(REGISTRATION);
+            #registration
         };
     }
 }

@@ -35,7 +35,9 @@ use proc_macro::TokenStream;
 /// identifies the aggregate), the optional `aggregate` (string literal, the aggregate type;
 /// by default the key's name without `_id`, in kebab case) and the optional `crate` (the path
 /// of `outbox-kernel`, `crate = "renamed_kernel"`, when the dependency is renamed in Cargo.toml or
-/// reached through a re-export).
+/// reached through a re-export). The optional flag `consumed` marks a consumer's copy of another
+/// team's contract (what `outbox-codegen` generates from an exported folder): it implements the
+/// trait but is not registered, so the consumer's own `schemas export` does not publish it.
 #[proc_macro_derive(IntegrationEvent, attributes(integration_event))]
 pub fn derive_integration_event(input: TokenStream) -> TokenStream {
     let input = syn::parse_macro_input!(input as syn::DeriveInput);

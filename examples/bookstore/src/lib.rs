@@ -7,8 +7,10 @@
 //! - [`ordering`]: the Ordering context — the `Order` aggregate (raises `OrderPlaced` /
 //!   `OrderCancelled`), the explicit mapping to `bookstore-contracts`, the `orders` tables
 //!   (unique `checkout_id`), the PlaceOrder command handler on a unit of work;
-//! - [`inventory`]: the Inventory context — `StockItem` and the `inventory.reserve-stock`
-//!   consumer written with `#[inbox_handler]`;
+//! - [`inventory`]: the Inventory context (the `bookstore-inventory` crate, re-exported) —
+//!   `StockItem` and the `inventory.reserve-stock` consumer written with `#[inbox_handler]`,
+//!   on types generated from Ordering's exported schemas (no dependency on
+//!   `bookstore-contracts`);
 //! - [`scenarios`]: scenarios 1–6, each `run(&Env)` returning the facts it measured (3–6
 //!   also `log::run`, the same scenario with the log relay: `--relay log`);
 //! - [`job_queue`]: block 7, the job-queue mode (local handlers, worker keys, a
@@ -33,7 +35,8 @@
 pub mod broker;
 pub mod env;
 pub mod error;
-pub mod inventory;
+/// The Inventory context: the `bookstore-inventory` crate.
+pub use bookstore_inventory as inventory;
 pub mod job_queue;
 pub mod ordering;
 pub mod scenarios;

@@ -81,6 +81,8 @@ use crate::registry::ContractRegistry;
 pub use self::baseline::{CompatError, ContractSet, ContractSnapshot};
 pub use self::contracts::compare;
 pub use self::diff::compare_schemas;
+pub(crate) use self::diff::field_reads;
+pub(crate) use self::report::sort_changes as sort_report_changes;
 pub use self::report::{
     Change, ChangeKind, CompatReport, CompatSummary, ContractReport, ContractStatus, Severity,
 };

@@ -407,7 +407,7 @@ impl fmt::Display for CompatReport {
 pub(super) const ROOT: &str = "$";
 
 /// Sorts changes the way a report lists them: most severe first, then by path.
-pub(super) fn sort_changes(changes: &mut [Change]) {
+pub(crate) fn sort_changes(changes: &mut [Change]) {
     changes.sort_by(|a, b| {
         a.severity
             .cmp(&b.severity)

@@ -34,6 +34,11 @@ pub(crate) struct ContractAttr {
     /// `crate = "renamed_kernel"`: the path of `outbox-kernel`, for a renamed dependency.
     #[darling(rename = "crate")]
     pub(crate) krate: Option<CratePath<Core>>,
+    /// `consumed`: a consumer's copy of another team's contract (generated from its exported
+    /// schema by `outbox-codegen`, or written by hand). It implements the trait but is not
+    /// registered, so the consumer's own `schemas export` does not publish it as its own.
+    #[darling(default)]
+    pub(crate) consumed: ConsumedFlag,
 }
 
 /// The attribute, once we know it is present.
@@ -141,4 +146,29 @@ impl FromMeta for KeyField {
             .with_span(expr)
         })
     }
+}
+
+/// `consumed`: a flag, present or not.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ConsumedFlag(pub(crate) bool);
+
+impl FromMeta for ConsumedFlag {
+    fn from_word() -> darling::Result<Self> {
+        Ok(Self(true))
+    }
+
+    fn from_list(_: &[darling::ast::NestedMeta]) -> darling::Result<Self> {
+        Err(flag_without_value())
+    }
+
+    fn from_expr(expr: &Expr) -> darling::Result<Self> {
+        Err(flag_without_value().with_span(expr))
+    }
+}
+
+fn flag_without_value() -> darling::Error {
+    darling::Error::custom(
+        "`consumed` is a flag: write `consumed` alone, on a consumer's copy of another team's \
+         contract",
+    )
 }

@@ -44,6 +44,22 @@ fn snapshot_tagged_enum() {
     );
 }
 
+/// `consumed`: the impl without the registration (a consumer's copy of another team's
+/// contract must not be exported as its own).
+#[test]
+fn snapshot_consumed() {
+    assert_snapshot(
+        "consumed",
+        quote! {
+            #[derive(Serialize, Deserialize, JsonSchema)]
+            #[integration_event(name = "bookstore.ordering.order-placed.v1", key = order_id, consumed)]
+            pub struct OrderPlacedV1 {
+                pub order_id: ::uuid::Uuid,
+            }
+        },
+    );
+}
+
 #[test]
 fn snapshot_aggregate_override() {
     assert_snapshot(

@@ -45,4 +45,7 @@ const _: () = {
     ::outbox_seaorm::__private_0_1_0::inventory::submit! {
         ::outbox_seaorm::inbox::HandlerRegistration::of:: < reserve_stock > ()
     }
+    ::outbox_seaorm::__private_0_1_0::inventory::submit! {
+        ::outbox_seaorm::inbox::HandlerRegistration::consumed:: < reserve_stock > ()
+    }
 };

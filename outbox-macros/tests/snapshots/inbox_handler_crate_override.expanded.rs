@@ -42,4 +42,7 @@ const _: () = {
     renamed_seaorm::__private_0_1_0::inventory::submit! {
         renamed_seaorm::inbox::HandlerRegistration::of:: < reserve_stock > ()
     }
+    renamed_seaorm::__private_0_1_0::inventory::submit! {
+        renamed_seaorm::inbox::HandlerRegistration::consumed:: < reserve_stock > ()
+    }
 };

@@ -47,11 +47,22 @@ const _: () = {
         ::outbox_seaorm::inbox::HandlerRegistration::of:: < r#reserve_stock_v2 > ()
     }
     ::outbox_seaorm::__private_0_1_0::inventory::submit! {
+        ::outbox_seaorm::inbox::HandlerRegistration::consumed:: < r#reserve_stock_v2 > ()
+    }
+    ::outbox_seaorm::__private_0_1_0::inventory::submit! {
         ::outbox_seaorm::inbox::HandlerRegistration::upcast:: < r#reserve_stock_v2,
         OrderPlacedV1 > ()
     }
     ::outbox_seaorm::__private_0_1_0::inventory::submit! {
+        ::outbox_seaorm::inbox::HandlerRegistration::consumed_upcast:: <
+        r#reserve_stock_v2, OrderPlacedV1 > ()
+    }
+    ::outbox_seaorm::__private_0_1_0::inventory::submit! {
         ::outbox_seaorm::inbox::HandlerRegistration::upcast:: < r#reserve_stock_v2,
         legacy::OrderPlacedV0 > ()
+    }
+    ::outbox_seaorm::__private_0_1_0::inventory::submit! {
+        ::outbox_seaorm::inbox::HandlerRegistration::consumed_upcast:: <
+        r#reserve_stock_v2, legacy::OrderPlacedV0 > ()
     }
 };

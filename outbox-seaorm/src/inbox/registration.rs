@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use outbox_core::consumed::ConsumedContract;
 use outbox_core::{Envelope, IntegrationEvent};
 use sea_orm::DatabaseConnection;
 
@@ -109,6 +110,37 @@ impl HandlerRegistration {
             event_type: F::EVENT_TYPE,
             contract: <H::Contract as IntegrationEvent>::EVENT_TYPE,
             apply: apply_upcast::<H, F>,
+        }
+    }
+
+    /// What the handler `H` reads, for `schemas expect` (submitted by `#[inbox_handler]`
+    /// beside [`of`](Self::of)).
+    pub const fn consumed<H: InboxHandler>() -> ConsumedContract {
+        ConsumedContract {
+            consumer: H::CONSUMER,
+            handler: H::HANDLER,
+            event_type: <H::Contract as IntegrationEvent>::EVENT_TYPE,
+            aggregate_type: <H::Contract as IntegrationEvent>::AGGREGATE_TYPE,
+            key_field: <H::Contract as IntegrationEvent>::KEY_FIELD,
+            schema: outbox_core::__private::reading_schema_for::<H::Contract>,
+        }
+    }
+
+    /// What the handler `H` reads of the older contract `F` it upcasts from (submitted beside
+    /// [`upcast`](Self::upcast)).
+    pub const fn consumed_upcast<H, F>() -> ConsumedContract
+    where
+        H: InboxHandler,
+        F: IntegrationEvent,
+        H::Contract: From<F>,
+    {
+        ConsumedContract {
+            consumer: H::CONSUMER,
+            handler: H::HANDLER,
+            event_type: F::EVENT_TYPE,
+            aggregate_type: F::AGGREGATE_TYPE,
+            key_field: F::KEY_FIELD,
+            schema: outbox_core::__private::reading_schema_for::<F>,
         }
     }
 

@@ -12,6 +12,7 @@ mod constraints;
 mod findings;
 mod keywords;
 mod path;
+mod reads;
 mod resolve;
 mod types;
 mod values;
@@ -19,6 +20,7 @@ mod walk;
 
 use serde_json::Value;
 
+pub(crate) use self::reads::field_reads;
 use self::walk::Walk;
 use super::report::{Change, ROOT, sort_changes};
 

@@ -1,0 +1,142 @@
+//! A producer's export folder, read: `index.json` (its format version checked) and the schema
+//! file of each contract, each bounded in size.
+
+use std::fs;
+use std::io::{self, Read as _};
+use std::path::{Path, PathBuf};
+
+use outbox_core::name::EventType;
+use outbox_core::schema::{INDEX_FILE, INDEX_FORMAT_VERSION, IndexEntry, schema_file};
+use serde_json::Value;
+
+use crate::error::GenerateError;
+
+/// The largest schema or index file read (a contract schema is a few KiB).
+pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
+
+/// One exported contract: its index entry, its schema and the file it came from.
+#[derive(Debug, Clone)]
+pub struct ExportedContract {
+    /// The `index.json` entry.
+    pub entry: IndexEntry,
+    /// The schema file's JSON.
+    pub schema: Value,
+    /// The schema file.
+    pub path: PathBuf,
+}
+
+/// Reads a file of at most [`MAX_FILE_BYTES`].
+fn read_bounded(path: &Path) -> Result<Vec<u8>, GenerateError> {
+    let read = |source| GenerateError::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let file = fs::File::open(path).map_err(read)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read)?;
+    let size = bytes.len() as u64;
+    if size > MAX_FILE_BYTES {
+        return Err(GenerateError::TooLarge {
+            path: path.to_owned(),
+            size,
+            limit: MAX_FILE_BYTES,
+        });
+    }
+    Ok(bytes)
+}
+
+fn parse_json(path: &Path, bytes: &[u8]) -> Result<Value, GenerateError> {
+    serde_json::from_slice(bytes).map_err(|e| GenerateError::Invalid {
+        path: path.to_owned(),
+        pointer: String::new(),
+        reason: e.to_string(),
+    })
+}
+
+/// Reads every contract of the export folder `dir`, sorted by event type.
+///
+/// # Errors
+/// [`GenerateError::MissingIndex`], [`GenerateError::NewerFormat`] (a folder from a newer
+/// exporter), [`GenerateError::Read`], [`GenerateError::TooLarge`] or
+/// [`GenerateError::Invalid`] (with the JSON pointer of the offending value).
+pub fn read(dir: &Path) -> Result<Vec<ExportedContract>, GenerateError> {
+    let index_path = dir.join(INDEX_FILE);
+    if !index_path.exists() {
+        return Err(GenerateError::MissingIndex {
+            dir: dir.to_owned(),
+        });
+    }
+    let index = parse_json(&index_path, &read_bounded(&index_path)?)?;
+    let invalid = |pointer: &str, reason: String| GenerateError::Invalid {
+        path: index_path.clone(),
+        pointer: pointer.to_owned(),
+        reason,
+    };
+    let found = index
+        .get("format_version")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| invalid("/format_version", "a positive integer is required".into()))?;
+    if found > u64::from(INDEX_FORMAT_VERSION) {
+        return Err(GenerateError::NewerFormat {
+            path: index_path,
+            found,
+            supported: INDEX_FORMAT_VERSION,
+        });
+    }
+    let entries = index
+        .get("contracts")
+        .and_then(Value::as_array)
+        .ok_or_else(|| invalid("/contracts", "an array is required".into()))?;
+    let mut contracts = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.iter().enumerate() {
+        let pointer = format!("/contracts/{i}");
+        let entry: IndexEntry =
+            serde_json::from_value(entry.clone()).map_err(|e| invalid(&pointer, e.to_string()))?;
+        EventType::parse(&entry.event_type)
+            .map_err(|e| invalid(&format!("{pointer}/event_type"), e.to_string()))?;
+        // The path comes from the validated event type, never from the file.
+        let path = dir.join(schema_file(&entry.event_type));
+        let schema = match read_bounded(&path) {
+            Err(GenerateError::Read { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                return Err(invalid(
+                    &format!("{pointer}/schema"),
+                    format!("its schema file `{}` is missing", path.display()),
+                ));
+            }
+            other => parse_json(&path, &other?)?,
+        };
+        check_identity(&entry, &schema, &path)?;
+        contracts.push(ExportedContract {
+            entry,
+            schema,
+            path,
+        });
+    }
+    contracts.sort_by(|a, b| a.entry.event_type.cmp(&b.entry.event_type));
+    Ok(contracts)
+}
+
+/// The schema file describes the contract the index says it does.
+fn check_identity(entry: &IndexEntry, schema: &Value, path: &Path) -> Result<(), GenerateError> {
+    let invalid = |pointer: &str, reason: String| GenerateError::Invalid {
+        path: path.to_owned(),
+        pointer: pointer.to_owned(),
+        reason,
+    };
+    if !schema.is_object() {
+        return Err(invalid("", "a contract schema must be an object".into()));
+    }
+    let declared = schema.get("x-event-type").and_then(Value::as_str);
+    if declared != Some(entry.event_type.as_str()) {
+        return Err(invalid(
+            "/x-event-type",
+            format!(
+                "expected `{}` (the index's event type), found {declared:?}",
+                entry.event_type
+            ),
+        ));
+    }
+    Ok(())
+}
