@@ -3,8 +3,9 @@
 //! [`expand`] validates the attribute's arguments and the function's signature, and generates,
 //! next to the unchanged function, a braced struct of the same name (it lives in the type
 //! namespace, so the function stays callable, e.g. in unit tests) implementing
-//! `outbox_seaorm::inbox::InboxHandler`, plus one `inventory` registration per handled event
-//! type: the contract, and each `upcast(from = …)`. Every problem is reported on the tokens that
+//! `outbox_seaorm::inbox::InboxHandler`, plus two `inventory` registrations per handled event
+//! type (the contract, and each `upcast(from = …)`): its route, and what it decodes
+//! (`outbox_kernel::consumed::ConsumedContract`, for `schemas expect`). Every problem is reported on the tokens that
 //! cause it, and all problems are reported at once. When there are problems, [`attribute`]
 //! emits them together with the function unchanged (see [`fallback`]), so that one mistake does
 //! not cascade into "cannot find function" errors wherever the function is called.

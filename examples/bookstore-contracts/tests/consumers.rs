@@ -115,6 +115,7 @@ fn removing_a_field_inventory_reads_fails_the_gate_naming_inventory() {
     assert!(report.is_breaking(), "{report}");
     assert_eq!(report.breaking_consumers(), ["bookstore-inventory"]);
     let text = report.to_string();
+    println!("{text}"); // the report the book shows (--nocapture)
     assert!(text.contains("$.books[].quantity"), "{text}");
     assert!(text.contains("read by bookstore-inventory"), "{text}");
     assert!(

@@ -1,6 +1,6 @@
 //! Consumer expectations: what a consumer team's handlers read of other teams' contracts,
 //! written by `schemas expect` into a folder the consumer hands to the producer, and checked
-//! by the producer's `schemas check --consumers DIR` (see [`crate::compat::check_consumers`]).
+//! by the producer's `schemas check --consumers DIR` (see [`check_all`] and [`with_consumers`]).
 //!
 //! ```text
 //! DIR/expectations.json                        the consumer, and per contract it reads:
