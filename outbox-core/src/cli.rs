@@ -469,12 +469,16 @@ fn check(
         .and_then(|()| write!(out, "{report}")),
     }
     .map_err(output)?;
-    let failed = report.is_breaking() || (args.deny_warnings && report.has_warnings());
-    Ok(if failed {
+    Ok(verdict(report.is_breaking(), report.has_warnings(), args))
+}
+
+/// A check's outcome: failed on a breaking change, or on a warning with `--deny-warnings`.
+fn verdict(breaking: bool, warnings: bool, args: &CheckArgs) -> Outcome {
+    if breaking || (args.deny_warnings && warnings) {
         Outcome::CheckFailed
     } else {
         Outcome::Success
-    })
+    }
 }
 
 fn print_consumers(
@@ -487,12 +491,7 @@ fn print_consumers(
         OutputFormat::Human => write!(out, "{report}"),
     }
     .map_err(output)?;
-    let failed = report.is_breaking() || (args.deny_warnings && report.has_warnings());
-    Ok(if failed {
-        Outcome::CheckFailed
-    } else {
-        Outcome::Success
-    })
+    Ok(verdict(report.is_breaking(), report.has_warnings(), args))
 }
 
 /// The stand-alone command line: `<binary> schemas …`.

@@ -480,3 +480,50 @@ fn an_empty_registry_refuses_export_and_check_instead_of_emptying_the_folder() {
     );
     assert!(String::from_utf8(out).unwrap().contains("link_contracts!"));
 }
+
+/// `schemas check` needs something to check against; `--producer` is the consumer's side
+/// and goes alone.
+#[test]
+fn check_needs_a_baseline_consumers_or_a_producer() {
+    let none = run(&["schemas", "check"], &[&ADDED_BEFORE]);
+    assert_eq!(none.code, EXIT_ERROR, "{}", none.err);
+    assert!(none.err.contains("--baseline"), "{}", none.err);
+    let both = run(
+        &["schemas", "check", "--producer", "a", "--consumers", "b"],
+        &[&ADDED_BEFORE],
+    );
+    assert_eq!(both.code, EXIT_ERROR, "{}", both.err);
+    assert!(both.err.contains("cannot be used with"), "{}", both.err);
+}
+
+/// A binary without inbox handlers has nothing to expect; a consumers folder that is not one
+/// is named.
+#[test]
+fn expect_without_handlers_and_a_folder_without_expectations_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let expect = run(
+        &[
+            "schemas",
+            "expect",
+            "--name",
+            "inventory",
+            "--out",
+            path(dir.path()),
+        ],
+        &[],
+    );
+    assert_eq!(expect.code, EXIT_ERROR, "{}", expect.err);
+    assert!(expect.err.contains("no inbox handler"), "{}", expect.err);
+
+    let empty = tempfile::tempdir().unwrap();
+    let check = run(
+        &["schemas", "check", "--consumers", path(empty.path())],
+        &[&ADDED_BEFORE],
+    );
+    assert_eq!(check.code, EXIT_ERROR, "{}", check.err);
+    assert!(
+        check.err.contains("is not an expectations folder"),
+        "{}",
+        check.err
+    );
+}
