@@ -806,4 +806,17 @@ fn a_baseline_that_is_not_an_export_is_an_error() {
         matches!(error, CompatError::InvalidEventType { .. }),
         "{error:?}"
     );
+
+    // A folder from a newer exporter: its layout may mean something this version misreads.
+    fs::write(
+        dir.path().join("index.json"),
+        r#"{"format_version": 2, "contracts": []}"#,
+    )
+    .unwrap();
+    let error = compat::check(&registry, dir.path()).unwrap_err();
+    assert!(
+        matches!(error, CompatError::NewerFormat { found: 2, .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("upgrade outbox"), "{error}");
 }

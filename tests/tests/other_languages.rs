@@ -47,7 +47,7 @@ fn the_asyncapi_documents_parse_with_asyncapis_parser() {
     };
     for (export, messages) in [
         ("examples/bookstore-contracts/schemas", 2),
-        ("tests/codegen-roundtrip/schemas", 6),
+        ("tests/codegen-roundtrip/schemas", 7),
     ] {
         let (ok, text) = run(
             &node,

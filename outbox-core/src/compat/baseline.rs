@@ -11,7 +11,9 @@ use serde_json::Value;
 
 use crate::name::{EventType, EventTypeError};
 use crate::registry::ContractRegistry;
-use crate::schema::{self, ContractIndex, INDEX_FILE, IndexEntry, SchemaError};
+use crate::schema::{
+    self, ContractIndex, INDEX_FILE, INDEX_FORMAT_VERSION, IndexEntry, SchemaError,
+};
 
 /// Why a baseline could not be loaded or the current contracts rendered.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +29,18 @@ pub enum CompatError {
     MissingIndex {
         /// The baseline folder.
         dir: PathBuf,
+    },
+    /// The folder was written by a newer exporter, whose layout this version does not know.
+    #[error(
+        "`{}` has format_version {found}; this version reads format_version \
+         {INDEX_FORMAT_VERSION} at most: upgrade outbox to the version that wrote it",
+        path.display()
+    )]
+    NewerFormat {
+        /// The `index.json`.
+        path: PathBuf,
+        /// Its `format_version`.
+        found: u32,
     },
     /// A baseline file could not be read.
     #[error("cannot read `{}`: {source}", path.display())]
@@ -107,7 +121,8 @@ impl ContractSet {
     /// validated event type, never taken from the file).
     ///
     /// # Errors
-    /// [`CompatError::MissingIndex`], [`CompatError::Read`], [`CompatError::Parse`],
+    /// [`CompatError::MissingIndex`], [`CompatError::NewerFormat`] (a folder from a newer
+    /// exporter), [`CompatError::Read`], [`CompatError::Parse`],
     /// [`CompatError::InvalidEventType`] or [`CompatError::DuplicateEventType`].
     pub fn load(dir: &Path) -> Result<Self, CompatError> {
         let index_path = dir.join(INDEX_FILE);
@@ -130,6 +145,12 @@ impl ContractSet {
                 path: index_path.clone(),
                 source,
             })?;
+        if index.format_version > INDEX_FORMAT_VERSION {
+            return Err(CompatError::NewerFormat {
+                path: index_path,
+                found: index.format_version,
+            });
+        }
         let mut contracts = BTreeMap::new();
         for entry in index.contracts {
             EventType::parse(&entry.event_type).map_err(|source| {

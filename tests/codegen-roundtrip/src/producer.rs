@@ -143,8 +143,46 @@ pub enum RefundV1 {
     },
 }
 
-/// Enums: a tagged one, an externally tagged one, a plain string enum, and a closed object
-/// (`deny_unknown_fields`).
+/// A note: an adjacently tagged enum.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", content = "value", rename_all = "snake_case")]
+pub enum NoteV1 {
+    /// Free text.
+    Text(String),
+    /// A reference to a document.
+    Document {
+        /// Its id.
+        id: u64,
+    },
+}
+
+/// Who paid: an untagged enum (told apart by shape).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum PayerV1 {
+    /// A customer account.
+    Account {
+        /// The account id.
+        account_id: String,
+    },
+    /// A guest, by e-mail.
+    Guest {
+        /// The address.
+        email: String,
+    },
+}
+
+/// Audit fields, flattened into the contract.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct AuditV1 {
+    /// Who made the change.
+    pub changed_by: String,
+    /// Revision counter.
+    pub revision: u32,
+}
+
+/// Enums: a tagged one, an externally tagged one, an adjacently tagged one, an untagged one, a
+/// plain string enum; a flattened struct; a closed object (`deny_unknown_fields`).
 #[derive(Debug, Clone, PartialEq, Eq, IntegrationEvent, Serialize, Deserialize, JsonSchema)]
 #[integration_event(name = "roundtrip.constructs.payment-settled.v1", key = payment_id)]
 #[serde(deny_unknown_fields)]
@@ -159,6 +197,23 @@ pub struct PaymentSettledV1 {
     pub country: CountryV1,
     /// Several methods tried, in order.
     pub attempts: Vec<PaymentMethodV1>,
+    /// A note (adjacently tagged).
+    pub note: NoteV1,
+    /// Who paid (untagged).
+    pub payer: PayerV1,
+}
+
+/// A flattened struct: its fields sit beside the contract's own.
+#[derive(Debug, Clone, PartialEq, Eq, IntegrationEvent, Serialize, Deserialize, JsonSchema)]
+#[integration_event(name = "roundtrip.constructs.stock-counted.v1", key = warehouse_id)]
+pub struct StockCountedV1 {
+    /// The warehouse.
+    pub warehouse_id: String,
+    /// Copies counted.
+    pub copies: u64,
+    /// Who counted, and the revision.
+    #[serde(flatten)]
+    pub audit: AuditV1,
 }
 
 /// A contract that is itself an enum, tagged, with the key in every variant.

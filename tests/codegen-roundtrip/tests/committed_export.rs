@@ -43,7 +43,7 @@ fn consumed_copies_are_not_registered() {
     outbox_codegen_roundtrip::producer::__outbox_contracts_anchor();
     let registry = ContractRegistry::collect().expect("no duplicate event types");
     let types: Vec<&str> = registry.contracts().iter().map(|c| c.rust_type).collect();
-    assert_eq!(types.len(), 6, "{types:?}");
+    assert_eq!(types.len(), 7, "{types:?}");
     assert!(
         types
             .iter()

@@ -166,6 +166,18 @@ fn tagged_external_and_string_enums_in_a_closed_object() {
             reason: "damaged".to_owned(),
         },
     ];
+    let notes = [
+        producer::NoteV1::Text("left at the door".to_owned()),
+        producer::NoteV1::Document { id: 42 },
+    ];
+    let payers = [
+        producer::PayerV1::Account {
+            account_id: "acc-1".to_owned(),
+        },
+        producer::PayerV1::Guest {
+            email: "ada@example.com".to_owned(),
+        },
+    ];
     for (i, method) in methods.iter().enumerate() {
         let value = producer::PaymentSettledV1 {
             payment_id: format!("pay-{i}"),
@@ -173,6 +185,8 @@ fn tagged_external_and_string_enums_in_a_closed_object() {
             refund: refunds[i % refunds.len()].clone(),
             country: producer::CountryV1::Germany,
             attempts: methods.to_vec(),
+            note: notes[i % notes.len()].clone(),
+            payer: payers[i % payers.len()].clone(),
         };
         let decoded: consumer::PaymentSettledV1 = round_trip(&value);
         assert_eq!(decoded.payment_id, value.payment_id);
@@ -185,13 +199,30 @@ fn tagged_external_and_string_enums_in_a_closed_object() {
 fn a_closed_object_stays_closed() {
     let payload = json!({
         "payment_id": "p", "method": {"kind": "cash"}, "refund": "None",
-        "country": "germany", "attempts": [], "surprise": 1
+        "country": "germany", "attempts": [], "note": {"type": "text", "value": "x"},
+        "payer": {"email": "a@b"}, "surprise": 1
     });
     let decoded = serde_json::from_value::<consumer::PaymentSettledV1>(payload);
     let error = decoded
         .expect_err("an unknown field is refused")
         .to_string();
     assert!(error.contains("surprise"), "{error}");
+}
+
+/// `#[serde(flatten)]`: the flattened fields arrive as fields of the generated type.
+#[test]
+fn a_flattened_struct() {
+    let value = producer::StockCountedV1 {
+        warehouse_id: "ams".to_owned(),
+        copies: 12,
+        audit: producer::AuditV1 {
+            changed_by: "ada".to_owned(),
+            revision: 3,
+        },
+    };
+    let decoded: consumer::StockCountedV1 = round_trip(&value);
+    assert_eq!(decoded.changed_by, "ada");
+    assert_eq!(decoded.revision, 3);
 }
 
 #[test]
