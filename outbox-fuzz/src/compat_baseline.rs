@@ -41,7 +41,8 @@ pub fn run(data: &[u8]) {
             CompatError::Read { .. }
             | CompatError::Parse { .. }
             | CompatError::InvalidEventType { .. }
-            | CompatError::DuplicateEventType { .. },
+            | CompatError::DuplicateEventType { .. }
+            | CompatError::NewerFormat { .. },
         ) => {}
         Err(other) => panic!("unexpected error: {other}"),
     }
