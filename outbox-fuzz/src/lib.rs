@@ -9,6 +9,7 @@
 //! | [`payload`] | a contract's payload (`OrderPlacedV1` of the Bookstore) | an accepted payload re-encodes to the same contract |
 //! | [`compat_schemas`] | two JSON Schemas compared by the compatibility check | a schema has no change against itself |
 //! | [`compat_baseline`] | a baseline folder's `index.json` | loading ends with a set or a typed error |
+//! | [`expectations`] | a consumer's `expectations.json` (another team's file) | loading ends with a set that names only files of the folder, or a typed error |
 //!
 //! cargo-fuzz runs them from `outbox-fuzz/fuzz` (see `outbox-fuzz/README.md`); `cargo test`
 //! replays every input under `outbox-fuzz/corpus/<target>/` (`tests/corpus.rs`), so an input
@@ -19,6 +20,7 @@ pub mod compat_baseline;
 pub mod compat_schemas;
 pub mod envelope_json;
 pub mod event_type;
+pub mod expectations;
 pub mod message;
 pub mod payload;
 
@@ -31,6 +33,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("compat_baseline", compat_baseline::run),
     ("compat_schemas", compat_schemas::run),
     ("envelope_json", envelope_json::run),
+    ("expectations", expectations::run),
     ("event_type", event_type::run),
     ("payload", payload::run),
 ];
