@@ -127,12 +127,12 @@ impl HandlerRegistration {
     }
 
     /// What the handler `H` reads of the older contract `F` it upcasts from (submitted beside
-    /// [`upcast`](Self::upcast)).
+    /// [`upcast`](Self::upcast), which alone requires `H::Contract: From<F>`: a missing `From`
+    /// is reported once).
     pub const fn consumed_upcast<H, F>() -> ConsumedContract
     where
         H: InboxHandler,
         F: IntegrationEvent,
-        H::Contract: From<F>,
     {
         ConsumedContract {
             consumer: H::CONSUMER,
