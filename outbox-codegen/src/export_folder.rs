@@ -1,18 +1,16 @@
 //! A producer's export folder, read: `index.json` (its format version checked) and the schema
 //! file of each contract, each bounded in size.
 
-use std::fs;
-use std::io::{self, Read as _};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use outbox_core::name::EventType;
-use outbox_core::schema::{INDEX_FILE, INDEX_FORMAT_VERSION, IndexEntry, schema_file};
+use outbox_core::schema::{
+    self, INDEX_FILE, INDEX_FORMAT_VERSION, IndexEntry, MAX_FOLDER_FILE_BYTES, schema_file,
+};
 use serde_json::Value;
 
 use crate::error::GenerateError;
-
-/// The largest schema or index file read (a contract schema is a few KiB).
-pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// One exported contract: its index entry, its schema and the file it came from.
 #[derive(Debug, Clone)]
@@ -25,26 +23,22 @@ pub struct ExportedContract {
     pub path: PathBuf,
 }
 
-/// Reads a file of at most [`MAX_FILE_BYTES`].
+/// Reads a file of at most [`MAX_FOLDER_FILE_BYTES`] (the kernel's bounded read).
 fn read_bounded(path: &Path) -> Result<Vec<u8>, GenerateError> {
-    let read = |source| GenerateError::Read {
-        path: path.to_owned(),
-        source,
-    };
-    let file = fs::File::open(path).map_err(read)?;
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read)?;
-    let size = bytes.len() as u64;
-    if size > MAX_FILE_BYTES {
-        return Err(GenerateError::TooLarge {
-            path: path.to_owned(),
-            size,
-            limit: MAX_FILE_BYTES,
-        });
-    }
-    Ok(bytes)
+    schema::read_bounded(path).map_err(|source| {
+        if source.kind() == io::ErrorKind::FileTooLarge {
+            GenerateError::TooLarge {
+                path: path.to_owned(),
+                size: MAX_FOLDER_FILE_BYTES + 1,
+                limit: MAX_FOLDER_FILE_BYTES,
+            }
+        } else {
+            GenerateError::Read {
+                path: path.to_owned(),
+                source,
+            }
+        }
+    })
 }
 
 fn parse_json(path: &Path, bytes: &[u8]) -> Result<Value, GenerateError> {

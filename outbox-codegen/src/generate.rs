@@ -162,7 +162,7 @@ fn contract_module(
             .add_root_schema(root)
             .map(|root_id| (root_id, space.to_stream()))
     }))
-    .map_err(|panic| generator(panic_text(&*panic)))?
+    .map_err(|panic| generator(outbox_core::__private::panic_message(&*panic)))?
     .map_err(|e| generator(e.to_string()))?;
     let (Some(_), tokens) = tokens else {
         return Err(generator("the root schema produced no type".to_owned()));
@@ -179,14 +179,6 @@ fn contract_module(
     contract_type::display_string_newtypes(&mut file);
     contract_type::spaced_doc_comments(&mut file);
     Ok((title, file.into_token_stream()))
-}
-
-fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
-    panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "it panicked".to_owned())
 }
 
 /// One contract's module: its doc comment, typify's items and the re-export of its type.

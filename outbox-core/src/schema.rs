@@ -93,6 +93,31 @@ pub fn schema_file(event_type: &str) -> String {
     format!("{SCHEMAS_DIR}/{event_type}.json")
 }
 
+/// The largest file an export, baseline or expectations folder may hold (a contract schema or
+/// an index is a few KiB): such folders come from other teams, and are bounded before they
+/// are parsed.
+pub const MAX_FOLDER_FILE_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Reads a file of an exported (or expectations) folder, at most [`MAX_FOLDER_FILE_BYTES`].
+///
+/// # Errors
+/// The operating system's error, or one of kind [`io::ErrorKind::FileTooLarge`] for a larger
+/// file (nothing past the limit is read).
+pub fn read_bounded(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    fs::File::open(path)?
+        .take(MAX_FOLDER_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FOLDER_FILE_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!("larger than {MAX_FOLDER_FILE_BYTES} bytes"),
+        ));
+    }
+    Ok(bytes)
+}
+
 /// Why the contracts could not be rendered or written.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -820,3 +820,23 @@ fn a_baseline_that_is_not_an_export_is_an_error() {
     );
     assert!(error.to_string().contains("upgrade outbox"), "{error}");
 }
+
+/// A baseline (or a producer's export) comes from outside: a file over the folder limit is
+/// refused before it is parsed.
+#[test]
+fn an_oversized_baseline_file_is_refused_unread() {
+    let registry = ContractRegistry::from_registrations([&ORDER_V1_BEFORE]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    export(&registry, dir.path(), &ExportOptions::default()).unwrap();
+    let huge = format!(
+        "{{\"type\": \"object\", \"description\": \"{}\"}}",
+        "x".repeat(9 * 1024 * 1024)
+    );
+    fs::write(dir.path().join(format!("schemas/{ORDER_V1}.json")), huge).unwrap();
+    let error = compat::check(&registry, dir.path()).unwrap_err();
+    assert!(
+        matches!(&error, CompatError::Read { source, .. }
+            if source.kind() == std::io::ErrorKind::FileTooLarge),
+        "{error:?}"
+    );
+}

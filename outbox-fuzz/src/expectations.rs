@@ -12,13 +12,11 @@ use outbox_core::expectations::{self, ExpectationsError};
 fn folder() -> &'static PathBuf {
     static FOLDER: OnceLock<PathBuf> = OnceLock::new();
     FOLDER.get_or_init(|| {
-        let dir =
-            std::env::temp_dir().join(format!("outbox-fuzz-expectations-{}", std::process::id()));
-        let schemas = dir.join("schemas/inventory.reserve-stock");
-        std::fs::create_dir_all(&schemas).expect("a temporary folder");
-        std::fs::write(schemas.join("a.b.c.v1.json"), br#"{"type":"object"}"#)
-            .expect("a schema file");
-        dir
+        crate::scratch_folder(
+            "outbox-fuzz-expectations",
+            "schemas/inventory.reserve-stock/a.b.c.v1.json",
+            br#"{"type":"object"}"#,
+        )
     })
 }
 

@@ -24,6 +24,19 @@ pub mod expectations;
 pub mod message;
 pub mod payload;
 
+/// A folder of this process under the temporary directory, `<prefix>-<pid>`, holding one file
+/// `file` (a relative path) with `contents`: where a target that reads a folder writes its
+/// input beside a file it may legitimately reach.
+fn scratch_folder(prefix: &str, file: &str, contents: &[u8]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+    let path = dir.join(file);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).expect("a temporary folder");
+    }
+    std::fs::write(&path, contents).expect("a file in the temporary folder");
+    dir
+}
+
 /// A target: reads one input, panics when an invariant breaks.
 pub type Target = fn(&[u8]);
 

@@ -3,7 +3,6 @@
 //! ([`ContractSet::from_registry`]).
 
 use std::collections::BTreeMap;
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -126,7 +125,7 @@ impl ContractSet {
     /// [`CompatError::InvalidEventType`] or [`CompatError::DuplicateEventType`].
     pub fn load(dir: &Path) -> Result<Self, CompatError> {
         let index_path = dir.join(INDEX_FILE);
-        let index_text = match fs::read(&index_path) {
+        let index_text = match schema::read_bounded(&index_path) {
             Ok(text) => text,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(CompatError::MissingIndex {
@@ -160,7 +159,7 @@ impl ContractSet {
                 }
             })?;
             let path = dir.join(schema::schema_file(&entry.event_type));
-            let text = fs::read(&path).map_err(|source| CompatError::Read {
+            let text = schema::read_bounded(&path).map_err(|source| CompatError::Read {
                 path: path.clone(),
                 source,
             })?;

@@ -372,8 +372,9 @@ pub fn with_consumers(
     let mut baseline = baseline;
     for contract in &mut baseline.contracts {
         let event_type = contract.event_type.clone();
+        // One entry per consumer: each folder names a consumer once.
         let readers = |path: &str| -> Vec<String> {
-            let mut readers: Vec<String> = consumers
+            consumers
                 .iter()
                 .filter(|c| {
                     c.expectations.contracts.iter().any(|e| {
@@ -388,9 +389,7 @@ pub fn with_consumers(
                             .any(|e| e.event_type == event_type))
                 })
                 .map(|c| c.expectations.consumer.clone())
-                .collect();
-            readers.dedup();
-            readers
+                .collect()
         };
         for change in &mut contract.changes {
             if change.severity != Severity::Breaking {

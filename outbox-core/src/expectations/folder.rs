@@ -2,17 +2,16 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::{self, Read as _};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use super::{
     EXPECTATIONS_FILE, EXPECTATIONS_FORMAT_VERSION, ExpectationSet, Expectations,
-    ExpectationsError, MAX_FILE_BYTES, schema_file,
+    ExpectationsError, schema_file,
 };
 use crate::name::{EventType, check_consumer_name};
-use crate::schema::{SCHEMAS_DIR, SchemaError, to_canonical_json};
+use crate::schema::{self, SCHEMAS_DIR, SchemaError, to_canonical_json};
 
 /// Writes an expectations folder (a complete set: stale schema files are removed). Returns
 /// the files written.
@@ -58,22 +57,10 @@ pub fn write(
 }
 
 fn read_bounded(path: &Path) -> Result<Vec<u8>, ExpectationsError> {
-    let read = |source| ExpectationsError::Read {
+    schema::read_bounded(path).map_err(|source| ExpectationsError::Read {
         path: path.to_owned(),
         source,
-    };
-    let mut bytes = Vec::new();
-    fs::File::open(path)
-        .map_err(read)?
-        .take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(read(io::Error::other(format!(
-            "larger than {MAX_FILE_BYTES} bytes"
-        ))));
-    }
-    Ok(bytes)
+    })
 }
 
 /// Loads an expectations folder. Paths come from the validated names, never from the file.

@@ -39,8 +39,6 @@ pub use self::folder::{load, write};
 pub const EXPECTATIONS_FILE: &str = "expectations.json";
 /// Version of the `expectations.json` layout, written as its `format_version`.
 pub const EXPECTATIONS_FORMAT_VERSION: u32 = 1;
-/// The largest expectations or schema file read (a few KiB is usual).
-pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
 
 /// The contents of `expectations.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

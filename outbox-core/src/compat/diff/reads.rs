@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use super::path::{property_segment, variant_labels};
 use super::resolve::resolve;
+use super::walk::required_set;
 
 /// How deep the walk follows nested schemas (recursive types stop at their first repeat).
 const MAX_DEPTH: usize = 64;
@@ -43,14 +44,10 @@ fn walk(
     }
     let schema = &resolved.schema;
     if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
-        let required: Vec<&str> = schema
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|r| r.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
+        let required = schema.as_object().map(required_set).unwrap_or_default();
         for (name, sub) in properties {
             let field = format!("{path}{}", property_segment(name));
-            let is_required = required.contains(&name.as_str());
+            let is_required = required.contains(name);
             reads
                 .entry(field.clone())
                 .and_modify(|r| *r |= is_required)

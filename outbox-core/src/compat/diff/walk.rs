@@ -18,7 +18,7 @@ use crate::compat::report::{Change, ChangeKind, Severity};
 const MAX_DEPTH: usize = 128;
 
 /// The property names listed in `required`.
-fn required_set(map: &Map<String, Value>) -> BTreeSet<String> {
+pub(super) fn required_set(map: &Map<String, Value>) -> BTreeSet<String> {
     map.get("required")
         .and_then(Value::as_array)
         .map(|r| {
