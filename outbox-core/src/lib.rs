@@ -53,6 +53,7 @@ pub mod payload;
 pub mod policy;
 pub mod publish;
 pub mod registry;
+pub mod schedule;
 pub mod schema;
 
 #[cfg(feature = "cli")]
@@ -87,4 +88,4 @@ pub use outbox_macros::IntegrationEvent;
 pub use outbox_macros::DomainEvent;
 
 pub mod raise;
-pub use raise::{Raise, RecordedEvents};
+pub use raise::{Raise, RaiseLater, RecordedEvents};

@@ -129,6 +129,7 @@ use std::error::Error as StdError;
 use crate::clock::Clock;
 use crate::envelope::{EncodeError, Envelope, EnvelopeConfig};
 use crate::event::IntegrationEvent;
+use crate::schedule::Schedule;
 
 /// Maps domain events of type `E` to contracts. Runs before commit, on the business
 /// transaction: an error rolls the whole unit of work back.
@@ -271,6 +272,9 @@ pub struct ContractSink<'a> {
     config: &'a EnvelopeConfig,
     clock: &'a dyn Clock,
     envelopes: Vec<Envelope>,
+    /// The schedule of each envelope emitted by [`emit_scheduled`](Self::emit_scheduled),
+    /// by its position in `envelopes`.
+    schedules: Vec<(usize, Schedule)>,
 }
 
 impl<'a> ContractSink<'a> {
@@ -280,6 +284,7 @@ impl<'a> ContractSink<'a> {
             config,
             clock,
             envelopes: Vec::new(),
+            schedules: Vec::new(),
         }
     }
 
@@ -294,6 +299,23 @@ impl<'a> ContractSink<'a> {
         Ok(())
     }
 
+    /// Emits one contract due later: for a domain event that carries its own time ("the
+    /// payment deadline is 18:00"), the mapping says when its contract is due. A schedule
+    /// given here wins over the one the event was raised with
+    /// ([`RaiseLater`](crate::raise::RaiseLater)).
+    ///
+    /// # Errors
+    /// As [`emit`](Self::emit).
+    pub fn emit_scheduled<C: IntegrationEvent>(
+        &mut self,
+        contract: &C,
+        schedule: Schedule,
+    ) -> Result<(), MapError> {
+        self.emit(contract)?;
+        self.schedules.push((self.envelopes.len() - 1, schedule));
+        Ok(())
+    }
+
     /// Number of contracts emitted so far.
     pub fn len(&self) -> usize {
         self.envelopes.len()
@@ -304,8 +326,23 @@ impl<'a> ContractSink<'a> {
         self.envelopes.is_empty()
     }
 
-    /// The emitted envelopes, in emission order.
+    /// The emitted envelopes, in emission order (schedules dropped: see
+    /// [`into_scheduled_envelopes`](Self::into_scheduled_envelopes)).
     pub fn into_envelopes(self) -> Vec<Envelope> {
         self.envelopes
+    }
+
+    /// The emitted envelopes in emission order, each with the schedule
+    /// [`emit_scheduled`](Self::emit_scheduled) gave it.
+    pub fn into_scheduled_envelopes(self) -> Vec<(Envelope, Option<Schedule>)> {
+        let mut schedules = self.schedules.into_iter().peekable();
+        self.envelopes
+            .into_iter()
+            .enumerate()
+            .map(|(index, envelope)| {
+                let schedule = schedules.next_if(|(at, _)| *at == index).map(|(_, s)| s);
+                (envelope, schedule)
+            })
+            .collect()
     }
 }

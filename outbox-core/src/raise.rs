@@ -31,6 +31,11 @@
 
 use std::fmt;
 use std::sync::Mutex;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::schedule::Schedule;
 
 /// Something that accepts the domain events of type `E` an aggregate raises.
 ///
@@ -47,9 +52,60 @@ impl<E, R: Raise<E> + ?Sized> Raise<E> for &R {
     }
 }
 
+/// Something that accepts domain events due later: "publish this at 09:00 tomorrow", "in 30
+/// minutes". Implemented by the unit of work (the event commits with the business change
+/// and becomes due at its time) and by [`RecordedEvents`].
+///
+/// ```
+/// use std::time::Duration;
+/// use outbox_kernel::{RaiseLater, RecordedEvents};
+/// use outbox_kernel::schedule::Schedule;
+///
+/// #[derive(Debug, PartialEq)]
+/// enum OrderingEvent { PaymentDeadlinePassed { order_id: u64 } }
+///
+/// fn place(ctx: &impl RaiseLater<OrderingEvent>, order_id: u64) {
+///     ctx.raise_scheduled(
+///         OrderingEvent::PaymentDeadlinePassed { order_id },
+///         Schedule::after(Duration::from_secs(30 * 60)).key(format!("order-{order_id}/payment")),
+///     );
+/// }
+///
+/// let events = RecordedEvents::new();
+/// place(&events, 42);
+/// let scheduled = events.take_scheduled();
+/// assert_eq!(scheduled[0].0, OrderingEvent::PaymentDeadlinePassed { order_id: 42 });
+/// assert_eq!(scheduled[0].1.key_str(), Some("order-42/payment"));
+/// assert!(events.is_empty()); // nothing due at once
+/// ```
+pub trait RaiseLater<E>: Raise<E> {
+    /// Records that `event` happened and is to be published when `schedule` says.
+    fn raise_scheduled(&self, event: E, schedule: Schedule);
+
+    /// Records `event`, due at `at` (at once when `at` is not in the future).
+    fn raise_at(&self, event: E, at: DateTime<Utc>) {
+        self.raise_scheduled(event, Schedule::at(at));
+    }
+
+    /// Records `event`, due `delay` after now (the unit of work's clock).
+    fn raise_after(&self, event: E, delay: Duration) {
+        self.raise_scheduled(event, Schedule::after(delay));
+    }
+}
+
+impl<E, R: RaiseLater<E> + ?Sized> RaiseLater<E> for &R {
+    fn raise_scheduled(&self, event: E, schedule: Schedule) {
+        (**self).raise_scheduled(event, schedule);
+    }
+}
+
 /// A [`Raise`] that only records the events, in order. For unit tests of aggregates.
+///
+/// Events raised for later ([`RaiseLater`]) are kept apart, with their schedule:
+/// [`take_scheduled`](Self::take_scheduled).
 pub struct RecordedEvents<E> {
     events: Mutex<Vec<E>>,
+    scheduled: Mutex<Vec<(E, Schedule)>>,
 }
 
 impl<E> RecordedEvents<E> {
@@ -57,6 +113,7 @@ impl<E> RecordedEvents<E> {
     pub fn new() -> Self {
         Self {
             events: Mutex::new(Vec::new()),
+            scheduled: Mutex::new(Vec::new()),
         }
     }
 
@@ -67,12 +124,25 @@ impl<E> RecordedEvents<E> {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    fn lock_scheduled(&self) -> std::sync::MutexGuard<'_, Vec<(E, Schedule)>> {
+        self.scheduled
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Removes and returns the events raised for later, with their schedules, in the order
+    /// they were raised.
+    pub fn take_scheduled(&self) -> Vec<(E, Schedule)> {
+        std::mem::take(&mut *self.lock_scheduled())
+    }
+
     /// Removes and returns the events recorded so far, in the order they were raised.
     pub fn take(&self) -> Vec<E> {
         std::mem::take(&mut *self.lock())
     }
 
-    /// Number of events recorded and not taken.
+    /// Number of events recorded for now and not taken (events raised for later are not
+    /// counted: [`take_scheduled`](Self::take_scheduled)).
     pub fn len(&self) -> usize {
         self.lock().len()
     }
@@ -107,6 +177,7 @@ impl<E: fmt::Debug> fmt::Debug for RecordedEvents<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RecordedEvents")
             .field("events", &*self.lock())
+            .field("scheduled", &*self.lock_scheduled())
             .finish()
     }
 }
@@ -114,6 +185,12 @@ impl<E: fmt::Debug> fmt::Debug for RecordedEvents<E> {
 impl<E> Raise<E> for RecordedEvents<E> {
     fn raise(&self, event: E) {
         self.lock().push(event);
+    }
+}
+
+impl<E> RaiseLater<E> for RecordedEvents<E> {
+    fn raise_scheduled(&self, event: E, schedule: Schedule) {
+        self.lock_scheduled().push((event, schedule));
     }
 }
 

@@ -74,10 +74,54 @@ pub enum CommitError {
         /// The database found.
         backend: &'static str,
     },
+    /// An event raised for later cannot be stored as its schedule asks (see
+    /// [`crate::schedule`]); the transaction was rolled back and nothing was written.
+    #[error("the schedule of `{event_type}` (message {message_id}) {problem}")]
+    Schedule {
+        /// The contract's event type.
+        event_type: String,
+        /// The envelope's message id.
+        message_id: Uuid,
+        /// What is wrong with it.
+        problem: ScheduleProblem,
+    },
     /// `COMMIT` itself failed. The database normally rolled back; if the connection was
     /// lost during `COMMIT`, the outcome is unknown (as for any transaction).
     #[error("COMMIT failed: {0}")]
     Commit(#[source] DbErr),
+}
+
+/// What is wrong with a schedule: [`CommitError::Schedule`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ScheduleProblem {
+    /// The due time is later than every backend's timestamp column holds, or a delay
+    /// overflows a timestamp.
+    #[error("is due later than {max}, the latest time the outbox stores")]
+    DueOutOfRange {
+        /// [`MAX_DUE`](crate::limits::MAX_DUE).
+        max: chrono::DateTime<chrono::Utc>,
+    },
+    /// The key is empty.
+    #[error("has an empty key")]
+    EmptyKey,
+    /// The key is longer than its column (`varchar(255)`).
+    #[error("has a key of {length} characters, over the column's {max}")]
+    KeyTooLong {
+        /// Its length in characters.
+        length: usize,
+        /// The limit ([`MAX_KEY_CHARS`](crate::schema::MAX_KEY_CHARS)).
+        max: usize,
+    },
+    /// The outbox writes logical messages ([`WriteMode::Message`](crate::WriteMode::Message)),
+    /// which the log relay publishes as they are decoded, at commit: there is no table to
+    /// wait in. Use [`WriteMode::table`](crate::WriteMode::table) for an outbox with events
+    /// due later.
+    #[error(
+        "is in the future, and write mode `message` has no table for a row to wait in: \
+         use WriteMode::table() for an outbox with events due later"
+    )]
+    MessageMode,
 }
 
 /// Why [`UnitOfWorkBuilder::transaction`](crate::UnitOfWorkBuilder::transaction) (or

@@ -215,6 +215,7 @@ pub mod partition;
 pub mod record;
 pub mod relay;
 mod retention;
+pub mod schedule;
 pub mod schema;
 mod sql;
 mod status;
@@ -231,7 +232,7 @@ pub mod wakeup;
 pub mod cli;
 
 pub use config::{ConfigError, Outbox, OutboxBuilder, WriteMode};
-pub use error::{CommitError, UnitOfWorkError};
+pub use error::{CommitError, ScheduleProblem, UnitOfWorkError};
 pub use outbox_core as core;
 pub use unit_of_work::{
     CommitReport, CommitWakeup, MapperRef, UnitOfWork, UnitOfWorkBuilder, UnitOfWorkConnection,

@@ -25,6 +25,19 @@ pub const MAX_STORED_HEADERS: usize = 64;
 /// keeps its start and ends with `…`.
 pub const MAX_STORED_HEADER_BYTES: usize = 1_024;
 
+/// The latest due time a scheduled row may have: the end of year 9999, the last instant
+/// every backend's timestamp column holds (MariaDB's `datetime(6)`, SQLite's fixed-width
+/// text). A later one is refused at commit.
+pub const MAX_DUE: chrono::DateTime<chrono::Utc> = {
+    match chrono::NaiveDate::from_ymd_opt(9999, 12, 31) {
+        Some(date) => match date.and_hms_micro_opt(23, 59, 59, 999_999) {
+            Some(at) => at.and_utc(),
+            None => chrono::DateTime::<chrono::Utc>::MIN_UTC,
+        },
+        None => chrono::DateTime::<chrono::Utc>::MIN_UTC,
+    }
+};
+
 /// `text` cut to at most `max` characters, ending with `…` when it was cut.
 pub(crate) fn chars(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {

@@ -346,8 +346,55 @@ impl MigrationTrait for CreateLogRelayTables {
     }
 }
 
+/// Creates the scheduled rows' table beside the outbox table (see [`crate::schedule`]).
+#[derive(Debug, Clone)]
+pub struct CreateScheduledTable {
+    outbox: Outbox,
+    name: String,
+}
+
+impl CreateScheduledTable {
+    /// The migration for `outbox`'s scheduled table, named
+    /// `m20261207_000001_create_scheduled_table__<table>`.
+    pub fn new(outbox: &Outbox) -> Self {
+        Self {
+            name: format!(
+                "m20261207_000001_create_scheduled_table__{}",
+                outbox.scheduled_table()
+            ),
+            outbox: outbox.clone(),
+        }
+    }
+}
+
+impl MigrationName for CreateScheduledTable {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for CreateScheduledTable {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let statements = schema::statements(
+            manager.get_database_backend(),
+            &self.outbox,
+            Tables::Scheduled,
+        )?;
+        schema::execute_all(manager.get_connection(), statements).await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let statement = schema::drop_statement(
+            manager.get_database_backend(),
+            self.outbox.scheduled_table(),
+        );
+        schema::execute_all(manager.get_connection(), vec![statement]).await
+    }
+}
+
 /// Every migration of `outbox`: outbox table, inbox table, relay tables, consumer
-/// dead-letter tables, consumer lease tables, log relay tables.
+/// dead-letter tables, consumer lease tables, log relay tables, the scheduled table.
 pub fn migrations(outbox: &Outbox) -> Vec<Box<dyn MigrationTrait>> {
     vec![
         Box::new(CreateOutboxTable::new(outbox)),
@@ -357,5 +404,6 @@ pub fn migrations(outbox: &Outbox) -> Vec<Box<dyn MigrationTrait>> {
         Box::new(CreateConsumerLeases::new(outbox)),
         Box::new(CreateLogRelayTables::new(outbox)),
         Box::new(CreateLogRelayTables::mariadb(outbox)),
+        Box::new(CreateScheduledTable::new(outbox)),
     ]
 }

@@ -25,6 +25,11 @@ pub enum OutboxStatus {
     /// aggregate under [`DeadLetterPolicy::Block`](outbox_core::policy::DeadLetterPolicy::Block)
     /// like a dead row.
     Failed,
+    /// Raised for later ([`RaiseLater`](outbox_core::RaiseLater)) and not yet due: the row
+    /// waits in the scheduled table beside the outbox table, where neither the relay's
+    /// claim nor the log relay sees it, until its time comes and a relay moves it into the
+    /// outbox table as `pending` (see [`crate::schedule`]).
+    Scheduled,
 }
 
 impl OutboxStatus {
@@ -36,6 +41,7 @@ impl OutboxStatus {
             Self::Dead => "dead",
             Self::Skipped => "skipped",
             Self::Failed => "failed",
+            Self::Scheduled => "scheduled",
         }
     }
 
@@ -47,6 +53,7 @@ impl OutboxStatus {
             Self::Dead => "'dead'",
             Self::Skipped => "'skipped'",
             Self::Failed => "'failed'",
+            Self::Scheduled => "'scheduled'",
         }
     }
 
@@ -58,6 +65,7 @@ impl OutboxStatus {
             "dead" => Some(Self::Dead),
             "skipped" => Some(Self::Skipped),
             "failed" => Some(Self::Failed),
+            "scheduled" => Some(Self::Scheduled),
             _ => None,
         }
     }

@@ -23,6 +23,7 @@ const FLOORS: &[&[&str]] = &[
         "unit_of_work",
         "schema",
         "retention",
+        "schedule",
         "outage",
         "status_report",
     ],

@@ -145,6 +145,12 @@ impl Outbox {
         &self.0.tables.inbox
     }
 
+    /// The table of scheduled rows not yet due, beside the outbox table
+    /// (`<outbox>_scheduled`, see [`crate::schedule`]).
+    pub fn scheduled_table(&self) -> &TableName {
+        &self.0.tables.scheduled
+    }
+
     /// The column naming.
     pub fn column_naming(&self) -> ColumnNaming {
         self.0.naming

@@ -83,6 +83,13 @@ impl<P: Publisher + 'static> RelayBuilder<P> {
         self
     }
 
+    /// Time between two looks for scheduled rows that are due (default 1 s): a scheduled
+    /// event goes out within this of its due time (see [`crate::schedule`]).
+    pub fn schedule_interval(mut self, interval: Duration) -> Self {
+        self.config.schedule_interval = interval;
+        self
+    }
+
     /// Time between two retention cleanups (default 10 minutes).
     pub fn purge_interval(mut self, interval: Duration) -> Self {
         self.config.purge_interval = interval;

@@ -25,6 +25,8 @@ pub const DEFAULT_RETENTION: Duration = Duration::ZERO;
 pub const DEFAULT_PURGE_INTERVAL: Duration = Duration::from_secs(600);
 /// Default rows deleted per cleanup statement.
 pub const DEFAULT_PURGE_BATCH: usize = 1_000;
+/// Default time between two looks for scheduled rows that are due (see [`crate::schedule`]).
+pub const DEFAULT_SCHEDULE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The settings of a relay, built by [`RelayBuilder`](super::RelayBuilder):
 ///
@@ -44,6 +46,7 @@ pub const DEFAULT_PURGE_BATCH: usize = 1_000;
 /// | pipelining | on (PostgreSQL and MariaDB, when the pool allows 2 connections more than the listener): the database work of one batch overlaps the publishing of the next |
 /// | head-of-aggregate check | off; on with the fast path |
 /// | worker keys | none: every row is claimable, keyed or not (see [`crate::job`]) |
+/// | schedule interval | 1 s ([`DEFAULT_SCHEDULE_INTERVAL`]): scheduled rows are moved into the outbox table within this of their due time (see [`crate::schedule`]) |
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct RelayConfig {
@@ -96,6 +99,9 @@ pub struct RelayConfig {
     /// Job-queue mode: claim only rows whose `worker_key` is one of these (`None`: every
     /// row). See [`crate::job`].
     pub worker_keys: Option<BTreeSet<String>>,
+    /// Time between two looks for scheduled rows that are due, which the relay then moves
+    /// into the outbox table (see [`crate::schedule`]).
+    pub schedule_interval: Duration,
 }
 
 impl Default for RelayConfig {
@@ -118,6 +124,7 @@ impl Default for RelayConfig {
             check_head: false,
             pipeline: true,
             worker_keys: None,
+            schedule_interval: DEFAULT_SCHEDULE_INTERVAL,
         }
     }
 }

@@ -187,12 +187,14 @@ use self::leases::Leases;
 use crate::config::Outbox;
 use crate::outage::DatabaseOutage;
 use crate::retention::{self, Purge};
+use crate::schedule;
 use crate::status_report::{self, RelayPolicy};
 
 /// The steps of [`Relay::run`]'s loop, as [`DatabaseOutage`] names them.
 const BATCH: &str = "batch";
 const RETENTION: &str = "retention cleanup";
 const GAUGES: &str = "status gauges";
+const SCHEDULE: &str = "scheduled rows";
 
 /// Wakes a relay of the same process before its next poll (e.g. right after a commit on
 /// backends without `NOTIFY`). Cheap to clone.
@@ -216,6 +218,8 @@ pub struct Relay<P> {
     next_purge: Option<Instant>,
     /// When the status gauges are read next (`None`: at once).
     next_gauges: Option<Instant>,
+    /// When the scheduled table is looked at next (`None`: at once).
+    next_schedule: Option<Instant>,
 }
 
 impl<P> std::fmt::Debug for Relay<P> {
@@ -243,6 +247,7 @@ impl<P> Relay<P> {
             wake: Arc::new(Notify::new()),
             next_purge: None,
             next_gauges: None,
+            next_schedule: None,
         }
     }
 }
@@ -337,6 +342,25 @@ impl<P: Publisher + 'static> Relay<P> {
         Ok(report)
     }
 
+    /// Moves the scheduled rows that are due into the outbox table (see
+    /// [`crate::schedule`]); [`run`](Self::run) does it every
+    /// [`schedule_interval`](RelayConfig::schedule_interval), [`drain`](Self::drain) first.
+    /// Returns how many moved.
+    ///
+    /// # Errors
+    /// [`RelayError::Database`]: the rows of the failed transaction stay scheduled.
+    pub async fn promote_scheduled(&mut self) -> Result<u64, RelayError> {
+        let now = self.core.now();
+        let moved = schedule::promote_due(
+            &self.core.db,
+            &self.core.store,
+            now,
+            self.core.config.batch_size,
+        )
+        .await?;
+        Ok(moved)
+    }
+
     /// Publishes until nothing is claimable (or a batch makes no progress) and returns what
     /// it did. Rows waiting for a retry are not waited for, but a row whose retry falls due
     /// while the drain still runs is tried again (with a short backoff and a broker that is
@@ -346,6 +370,7 @@ impl<P: Publisher + 'static> Relay<P> {
     /// [`RelayError::Database`] of the first batch that fails.
     pub async fn drain(&mut self) -> Result<RelayReport, RelayError> {
         self.refresh_leases().await?;
+        self.promote_scheduled().await?;
         let mut total = RelayReport::default();
         if self.core.pipelined() {
             loop {
@@ -402,6 +427,19 @@ impl<P: Publisher + 'static> Relay<P> {
         );
         let pipelined = self.core.pipelined();
         while !shutdown.is_cancelled() {
+            if self.next_schedule.is_none_or(|at| Instant::now() >= at) {
+                let interval = self.core.config.schedule_interval;
+                let wait = match self.promote_scheduled().await {
+                    Ok(_) => {
+                        self.outage.succeeded(SCHEDULE);
+                        interval
+                    }
+                    Err(RelayError::Database(error)) => {
+                        interval.max(self.outage.failed(SCHEDULE, &error))
+                    }
+                };
+                self.next_schedule = Some(Instant::now() + wait);
+            }
             let batches = if pipelined {
                 self.core
                     .run_pipelined(&mut self.leases, pipeline::Until::NotFull, Some(&shutdown))
@@ -476,7 +514,15 @@ impl<P: Publisher + 'static> Relay<P> {
                     .heartbeat_interval
                     .saturating_sub(at.elapsed())
             });
-            let pause = self.core.config.poll_interval.min(until_heartbeat);
+            let until_schedule = self.next_schedule.map_or(Duration::ZERO, |at| {
+                at.saturating_duration_since(Instant::now())
+            });
+            let pause = self
+                .core
+                .config
+                .poll_interval
+                .min(until_heartbeat)
+                .min(until_schedule);
             tokio::select! {
                 () = shutdown.cancelled() => {}
                 () = self.wake.notified() => {}

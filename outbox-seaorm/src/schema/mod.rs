@@ -78,6 +78,7 @@ mod log;
 mod outbox;
 mod parked;
 mod relay;
+mod scheduled;
 mod types;
 
 use crate::config::Outbox;
@@ -107,6 +108,8 @@ fn check_backend(backend: DbBackend, outbox: &Outbox) -> Result<(), DbErr> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Tables {
     Outbox,
+    /// The scheduled rows' table beside the outbox table ([`crate::schedule`]).
+    Scheduled,
     Inbox,
     /// The relay's tables ([`crate::relay::tables`]); needs the outbox table.
     Relay,
@@ -131,6 +134,9 @@ pub(crate) fn statements(
     let mut statements = Vec::new();
     if matches!(tables, Tables::Outbox | Tables::Both) {
         statements.extend(outbox::statements(backend, outbox));
+    }
+    if matches!(tables, Tables::Scheduled | Tables::Both) {
+        statements.extend(scheduled::statements(backend, outbox));
     }
     if matches!(tables, Tables::Inbox | Tables::Both) {
         statements.extend(inbox::statements(backend, outbox));

@@ -17,53 +17,18 @@ use crate::table::index_name;
 pub(super) fn statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
     let c = outbox.columns();
     let name = outbox.outbox_table();
-    let col = |n, k| column(backend, n, k);
-    let mut table = Table::create();
-    table
-        .table(table_ref(name))
-        .if_not_exists()
-        .col(col(c.seq, Kind::Id))
-        .col(not_null(col(c.message_id, Kind::Uuid)))
-        .col(not_null(col(c.event_type, Kind::Key)))
-        .col(not_null(col(c.version, Kind::Int)))
-        .col(not_null(col(c.aggregate_type, Kind::Key)))
-        .col(not_null(col(c.aggregate_id, Kind::Key)))
-        .col(not_null(col(c.partition, Kind::Int)))
-        .col(null(col(c.correlation_id, Kind::Uuid)))
-        .col(null(col(c.causation_id, Kind::Uuid)))
-        .col(null(col(c.traceparent, Kind::Text)))
-        .col(null(col(c.tracestate, Kind::Text)))
-        .col(not_null(col(c.headers, Kind::Json)))
-        .col(not_null(col(c.occurred_at, Kind::Timestamp)))
-        .col(not_null(col(c.payload, Kind::Json)))
-        .col({
-            let mut def = not_null(col(c.status, Kind::Status));
-            def.check(Expr::col(Alias::new(c.status)).is_in([
-                OutboxStatus::Pending.as_str(),
-                OutboxStatus::Published.as_str(),
-                OutboxStatus::Dead.as_str(),
-                OutboxStatus::Skipped.as_str(),
-                OutboxStatus::Failed.as_str(),
-            ]));
-            def
-        })
-        .col({
-            let mut def = not_null(col(c.attempts, Kind::Int));
-            def.default(0);
-            def
-        })
-        .col(not_null(col(c.next_attempt_at, Kind::Timestamp)))
-        .col(null(col(c.last_error, Kind::Text)))
-        .col(null(col(c.published_at, Kind::Timestamp)))
-        .col(not_null(col(c.created_at, Kind::Timestamp)))
-        // Job-queue columns (unreleased v0.1.0: added to the initial table rather than by a
-        // migration of their own).
-        .col(null(col(c.worker_key, Kind::WorkerKey)))
-        .col({
-            let mut def = not_null(col(c.retryable, Kind::Bool));
-            def.default(true);
-            def
-        });
+    let mut table = row_table(
+        backend,
+        outbox,
+        name,
+        &[
+            OutboxStatus::Pending,
+            OutboxStatus::Published,
+            OutboxStatus::Dead,
+            OutboxStatus::Skipped,
+            OutboxStatus::Failed,
+        ],
+    );
     mysql_options(&mut table, backend);
 
     let unique = {
@@ -110,6 +75,62 @@ pub(super) fn statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
         indexes.push(index);
     }
     with_indexes(backend, table, indexes)
+}
+
+/// `CREATE TABLE IF NOT EXISTS <name>` with the outbox row's columns, `status` checked
+/// to be one of `statuses` (the outbox table, and the scheduled rows' table beside it).
+pub(super) fn row_table(
+    backend: DbBackend,
+    outbox: &Outbox,
+    name: &crate::table::TableName,
+    statuses: &[OutboxStatus],
+) -> TableCreateStatement {
+    let c = outbox.columns();
+    let col = |n, k| column(backend, n, k);
+    let mut table = Table::create();
+    table
+        .table(table_ref(name))
+        .if_not_exists()
+        .col(col(c.seq, Kind::Id))
+        .col(not_null(col(c.message_id, Kind::Uuid)))
+        .col(not_null(col(c.event_type, Kind::Key)))
+        .col(not_null(col(c.version, Kind::Int)))
+        .col(not_null(col(c.aggregate_type, Kind::Key)))
+        .col(not_null(col(c.aggregate_id, Kind::Key)))
+        .col(not_null(col(c.partition, Kind::Int)))
+        .col(null(col(c.correlation_id, Kind::Uuid)))
+        .col(null(col(c.causation_id, Kind::Uuid)))
+        .col(null(col(c.traceparent, Kind::Text)))
+        .col(null(col(c.tracestate, Kind::Text)))
+        .col(not_null(col(c.headers, Kind::Json)))
+        .col(not_null(col(c.occurred_at, Kind::Timestamp)))
+        .col(not_null(col(c.payload, Kind::Json)))
+        .col({
+            let mut def = not_null(col(c.status, Kind::Status));
+            def.check(
+                Expr::col(Alias::new(c.status))
+                    .is_in(statuses.iter().map(|status| status.as_str())),
+            );
+            def
+        })
+        .col({
+            let mut def = not_null(col(c.attempts, Kind::Int));
+            def.default(0);
+            def
+        })
+        .col(not_null(col(c.next_attempt_at, Kind::Timestamp)))
+        .col(null(col(c.last_error, Kind::Text)))
+        .col(null(col(c.published_at, Kind::Timestamp)))
+        .col(not_null(col(c.created_at, Kind::Timestamp)))
+        // Job-queue columns (unreleased v0.1.0: added to the initial table rather than by a
+        // migration of their own).
+        .col(null(col(c.worker_key, Kind::WorkerKey)))
+        .col({
+            let mut def = not_null(col(c.retryable, Kind::Bool));
+            def.default(true);
+            def
+        });
+    table
 }
 
 /// Renders the table and its indexes: on MariaDB the indexes go inside `CREATE TABLE`

@@ -13,7 +13,7 @@ use crate::backend::{InsertText, max_bind_parameters};
 use crate::config::Outbox;
 use crate::error::CommitError;
 use crate::partition::partition_of;
-use crate::status::MAX_KEY_CHARS;
+use crate::status::{MAX_KEY_CHARS, OutboxStatus};
 
 /// Bind parameters per row (every column [`Insert::Bound`]).
 const INSERT_COLUMNS: usize = INSERT_BOUND;
@@ -29,8 +29,8 @@ pub(crate) fn rows_per_chunk(backend: DbBackend, configured: usize) -> usize {
 
 /// One row's bound values and its estimated size.
 pub(crate) struct PreparedRow {
-    values: Vec<Value>,
-    bytes: usize,
+    pub(super) values: Vec<Value>,
+    pub(super) bytes: usize,
 }
 
 /// The key columns' limit ([`MAX_KEY_CHARS`]) on an envelope's event type, aggregate type
@@ -79,6 +79,18 @@ pub(crate) fn prepare(
     envelope: Envelope,
     created_at: DateTime<Utc>,
 ) -> Result<PreparedRow, CommitError> {
+    // A new row is due at once.
+    prepare_due(backend, outbox, envelope, created_at, created_at)
+}
+
+/// [`prepare`] with `next_attempt_at` set to `due` (a scheduled row: the due time).
+pub(crate) fn prepare_due(
+    backend: DbBackend,
+    outbox: &Outbox,
+    envelope: Envelope,
+    created_at: DateTime<Utc>,
+    due: DateTime<Utc>,
+) -> Result<PreparedRow, CommitError> {
     check_key_lengths(&envelope)?;
     // Job-queue columns, fixed at commit from the configuration (see `crate::job`).
     let (worker_key, retryable) = match outbox.job(&envelope.event_type) {
@@ -126,6 +138,7 @@ pub(crate) fn prepare(
         headers: Some(headers),
         occurred_at: dialect::timestamp(backend, occurred_at),
         payload: Some(payload),
+        next_attempt_at: dialect::timestamp(backend, due),
         created_at: dialect::timestamp(backend, created_at),
         worker_key,
         retryable,
@@ -139,7 +152,7 @@ pub(crate) fn prepare(
 }
 
 /// The bound columns of an `INSERT`, in order.
-const ALL_BOUND: [Column; INSERT_BOUND] = {
+pub(super) const ALL_BOUND: [Column; INSERT_BOUND] = {
     let mut bound = [Column::Seq; INSERT_BOUND];
     let mut next = 0;
     let mut index = 0;
@@ -168,6 +181,7 @@ struct RowValues {
     headers: Option<String>,
     occurred_at: Value,
     payload: Option<String>,
+    next_attempt_at: Value,
     created_at: Value,
     worker_key: Option<String>,
     retryable: bool,
@@ -192,8 +206,8 @@ impl RowValues {
             Column::Headers => Value::String(self.headers.take()),
             Column::OccurredAt => self.occurred_at.clone(),
             Column::Payload => Value::String(self.payload.take()),
-            // A new row is due at once.
-            Column::NextAttemptAt | Column::CreatedAt => self.created_at.clone(),
+            Column::NextAttemptAt => self.next_attempt_at.clone(),
+            Column::CreatedAt => self.created_at.clone(),
             Column::WorkerKey => Value::String(self.worker_key.take()),
             Column::Retryable => Value::Bool(Some(self.retryable)),
             // Not bound (see `Column::insert`).
@@ -273,6 +287,22 @@ fn insert_prefix(backend: DbBackend, outbox: &Outbox) -> String {
 /// Appends one row's placeholders, numbered from `first + 1` on PostgreSQL, in the order of
 /// [`ALL_BOUND`], then the literals (`status`, `attempts`).
 fn push_row(text: &mut String, backend: DbBackend, first: usize) {
+    push_values(text, backend, first, 0, &LITERALS);
+}
+
+/// The literals of a new outbox row, in [`columns::ALL`]'s order (`status`, `attempts`;
+/// a unit test checks them against [`Column::insert`]).
+const LITERALS: [&str; 2] = [OutboxStatus::Pending.as_sql_literal(), "0"];
+
+/// Appends one row's placeholders: those of [`ALL_BOUND`] and `extra` more, numbered from
+/// `first + 1` on PostgreSQL, then `literals`.
+pub(super) fn push_values(
+    text: &mut String,
+    backend: DbBackend,
+    first: usize,
+    extra: usize,
+    literals: &[&str],
+) {
     text.push('(');
     for (position, column) in ALL_BOUND.iter().enumerate() {
         if position > 0 {
@@ -293,11 +323,19 @@ fn push_row(text: &mut String, backend: DbBackend, first: usize) {
             _ => text.push('?'),
         }
     }
-    for column in columns::ALL {
-        if let Insert::Literal(literal) = column.insert() {
-            text.push_str(", ");
-            text.push_str(literal);
+    for position in ALL_BOUND.len()..ALL_BOUND.len() + extra {
+        text.push_str(", ");
+        match backend {
+            DbBackend::Postgres => {
+                text.push('$');
+                push_number(text, first + position + 1);
+            }
+            _ => text.push('?'),
         }
+    }
+    for literal in literals {
+        text.push_str(", ");
+        text.push_str(literal);
     }
     text.push(')');
 }
@@ -427,6 +465,18 @@ mod tests {
 
     fn sizes(chunks: &[Vec<PreparedRow>]) -> Vec<usize> {
         chunks.iter().map(Vec::len).collect()
+    }
+
+    #[test]
+    fn the_literals_are_the_columns_literals() {
+        let literals: Vec<&str> = columns::ALL
+            .into_iter()
+            .filter_map(|column| match column.insert() {
+                Insert::Literal(literal) => Some(literal),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(literals, LITERALS);
     }
 
     #[test]

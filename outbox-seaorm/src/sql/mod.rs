@@ -19,6 +19,7 @@
 //! | the relay or consumer instances that share them: heartbeats, live list | `instance.rs` |
 //! | the inbox, the consumers' dead letters and parked messages | `inbox/` |
 //! | retention deletes | `retention.rs` |
+//! | rows due later: a commit's insert, the promotion into the outbox table | `scheduled/` |
 //! | the log relay: start-up checks, publication, slot, heartbeat (PostgreSQL) | `log/` |
 //! | operator actions, status | `ops/` |
 //!
@@ -44,6 +45,7 @@ pub(crate) mod ops;
 mod plan_cache;
 mod record;
 mod retention;
+pub(crate) mod scheduled;
 mod store;
 
 pub(crate) use claim::{Claim, PastInFlight};

@@ -43,6 +43,8 @@ pub(crate) struct TableNames {
     pub(crate) outbox: TableName,
     /// The inbox table.
     pub(crate) inbox: TableName,
+    /// The scheduled rows, not yet due: `<outbox>_scheduled`.
+    pub(crate) scheduled: TableName,
     /// The relay's tables, next to the outbox table.
     pub(crate) relay: RelayTables,
     /// The consumers' dead letters: `<inbox>_dead_letters`.
@@ -60,6 +62,7 @@ impl TableNames {
     pub(crate) fn derive(outbox: TableName, inbox: TableName) -> Self {
         Self {
             relay: RelayTables::next_to(&outbox),
+            scheduled: derived(&outbox, "scheduled"),
             dead_letters: derived(&inbox, "dead_letters"),
             parked: derived(&inbox, "parked"),
             consumer_leases: derived(&inbox, "consumer_leases"),

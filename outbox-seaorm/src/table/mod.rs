@@ -67,6 +67,10 @@ mod derived;
 pub use derived::RelayTables;
 pub(crate) use derived::{TableNames, index_name};
 
+/// The scheduled table's own column: the user's key of a scheduled row (see
+/// [`crate::schedule`]).
+pub const SCHEDULE_KEY_COLUMN: &str = "schedule_key";
+
 /// Longest identifier accepted, in characters: PostgreSQL's `NAMEDATALEN - 1`.
 pub const MAX_IDENTIFIER_LEN: usize = 63;
 

@@ -5,16 +5,20 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
+use chrono::{DateTime, Utc};
 use outbox_core::Envelope;
 use outbox_core::mapping::{ContractMapper, ContractSink};
+use outbox_core::schedule::Schedule;
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend};
 use tracing::Instrument as _;
 use uuid::Uuid;
 
 use super::{Raised, RaisedAt, UnitOfWork};
 use crate::config::{Outbox, WriteMode};
-use crate::error::CommitError;
-use crate::sql::{dialect, emit, insert};
+use crate::error::{CommitError, ScheduleProblem};
+use crate::limits::MAX_DUE;
+use crate::sql::{dialect, emit, insert, scheduled};
+use crate::status::MAX_KEY_CHARS;
 use crate::trace::TraceContext;
 use crate::wakeup::Target;
 
@@ -31,8 +35,12 @@ pub struct CommitReport {
     pub chunks: usize,
     /// The wake-up of listening relays this commit requested (PostgreSQL).
     pub wakeup: CommitWakeup,
-    /// The message ids of the rows written, in insert order.
+    /// The message ids of the rows due now, in insert order (what a
+    /// [`FastPath`](crate::relay::FastPath) publishes).
     pub message_ids: Vec<Uuid>,
+    /// The message ids of the rows due later, written to the scheduled table (see
+    /// [`crate::schedule`]), in raise order: cancel or reschedule them by these.
+    pub scheduled: Vec<Uuid>,
 }
 
 /// The wake-up of listening relays a commit requested: [`CommitReport::wakeup`]. See
@@ -132,27 +140,31 @@ impl<E: 'static> UnitOfWork<E> {
             };
             let mut report = CommitReport {
                 events: events.len(),
-                rows: prepared.message_ids.len(),
+                rows: prepared.message_ids.len() + prepared.scheduled_ids.len(),
                 chunks: 0,
                 wakeup: CommitWakeup::None,
                 message_ids: prepared.message_ids,
+                scheduled: prepared.scheduled_ids,
             };
             // The rows and the COMMIT go out on a task of their own: a caller dropped here
             // leaves the transaction committed or rolled back, never half-way.
             let in_task = tracing::Span::current();
             let task_outbox = outbox.clone();
             let write = prepared.write;
+            let later = prepared.scheduled;
             let ids = report.message_ids.clone();
             let (chunks, wakeup) = txn
                 .finish(move |txn| {
-                    write_and_commit(txn, task_outbox, backend, write, ids).instrument(in_task)
+                    write_and_commit(txn, task_outbox, backend, write, later, ids)
+                        .instrument(in_task)
                 })
                 .await
                 .map_err(CommitError::Commit)??;
             report.chunks = chunks;
             report.wakeup = wakeup;
-            let wrote =
-                report.rows > 0 || nested_wrote.is_some_and(|flag| flag.load(Ordering::Acquire));
+            // Rows due later wake no relay: they are not claimable yet.
+            let wrote = !report.message_ids.is_empty()
+                || nested_wrote.is_some_and(|flag| flag.load(Ordering::Acquire));
             // Only a polling relay listens; the other modes leave it nothing to poll.
             if wrote && outbox.write_mode().keeps_rows() {
                 match wakeup_target {
@@ -228,9 +240,56 @@ impl PreparedWrite {
 struct PreparedRows {
     write: PreparedWrite,
     message_ids: Vec<Uuid>,
+    /// Rows due later, for the scheduled table.
+    scheduled: Vec<insert::PreparedRow>,
+    scheduled_ids: Vec<Uuid>,
 }
 
-/// Maps the raised events to envelopes, stamps them, and prepares their rows.
+/// An envelope of the commit, with when it is due and the raise time of its event.
+struct Emitted {
+    envelope: Envelope,
+    schedule: Option<Schedule>,
+    raised_at: DateTime<Utc>,
+}
+
+/// When `envelope` is due under `schedule`, and its key: `None` when due at once (a time
+/// not after `created_at`, the commit's time). Checks the key even then.
+fn due_later(
+    envelope: &Envelope,
+    schedule: Schedule,
+    raised_at: DateTime<Utc>,
+    created_at: DateTime<Utc>,
+) -> Result<Option<(DateTime<Utc>, Option<String>)>, CommitError> {
+    let refuse = |problem| CommitError::Schedule {
+        event_type: envelope.event_type.clone(),
+        message_id: envelope.message_id,
+        problem,
+    };
+    if let Some(key) = schedule.key_str() {
+        if key.is_empty() {
+            return Err(refuse(ScheduleProblem::EmptyKey));
+        }
+        let length = key.chars().count();
+        if length > MAX_KEY_CHARS {
+            return Err(refuse(ScheduleProblem::KeyTooLong {
+                length,
+                max: MAX_KEY_CHARS,
+            }));
+        }
+    }
+    let due = schedule
+        .due()
+        .resolve(raised_at)
+        .filter(|due| *due <= MAX_DUE)
+        .ok_or_else(|| refuse(ScheduleProblem::DueOutOfRange { max: MAX_DUE }))?;
+    if due <= created_at {
+        return Ok(None);
+    }
+    Ok(Some((due, schedule.key_str().map(str::to_owned))))
+}
+
+/// Maps the raised events to envelopes, stamps them, and prepares their rows: those due
+/// now for the outbox (rows or messages), those due later for the scheduled table.
 fn prepare_rows<E>(
     backend: DbBackend,
     outbox: &Outbox,
@@ -238,7 +297,7 @@ fn prepare_rows<E>(
     events: &[Raised<E>],
     stamp: Stamp,
 ) -> Result<PreparedRows, CommitError> {
-    let mut envelopes = Vec::with_capacity(events.len());
+    let mut emitted = Vec::with_capacity(events.len());
     for (index, raised) in events.iter().enumerate() {
         let clock = RaisedAt(raised.at);
         let mut sink = ContractSink::new(outbox.envelope_config(), &clock);
@@ -249,34 +308,69 @@ fn prepare_rows<E>(
                 event_type: std::any::type_name::<E>(),
                 source,
             })?;
-        envelopes.extend(sink.into_envelopes());
+        for (envelope, own) in sink.into_scheduled_envelopes() {
+            emitted.push(Emitted {
+                envelope,
+                schedule: own.or_else(|| raised.schedule.clone()),
+                raised_at: raised.at,
+            });
+        }
     }
     let created_at = outbox.clock().now();
-    let mut message_ids = Vec::with_capacity(envelopes.len());
-    let write = if let WriteMode::Message { .. } = outbox.write_mode() {
-        let mut messages = Vec::with_capacity(envelopes.len());
-        for mut envelope in envelopes {
-            stamp.apply(&mut envelope);
+    let message_mode = matches!(outbox.write_mode(), WriteMode::Message { .. });
+    let mut message_ids = Vec::with_capacity(emitted.len());
+    let mut rows = Vec::new();
+    let mut messages = Vec::new();
+    let mut scheduled = Vec::new();
+    let mut scheduled_ids = Vec::new();
+    for Emitted {
+        mut envelope,
+        schedule,
+        raised_at,
+    } in emitted
+    {
+        stamp.apply(&mut envelope);
+        let later = match schedule {
+            Some(schedule) => due_later(&envelope, schedule, raised_at, created_at)?,
+            None => None,
+        };
+        if let Some((due, key)) = later {
+            if message_mode {
+                return Err(CommitError::Schedule {
+                    event_type: envelope.event_type.clone(),
+                    message_id: envelope.message_id,
+                    problem: ScheduleProblem::MessageMode,
+                });
+            }
+            scheduled_ids.push(envelope.message_id);
+            scheduled.push(scheduled::prepare_scheduled(
+                backend, outbox, envelope, created_at, due, key,
+            )?);
+        } else if message_mode {
             message_ids.push(envelope.message_id);
             messages.push(emit::prepare(&envelope)?);
-        }
-        PreparedWrite::Messages(messages)
-    } else {
-        let mut rows = Vec::with_capacity(envelopes.len());
-        for mut envelope in envelopes {
-            stamp.apply(&mut envelope);
+        } else {
             message_ids.push(envelope.message_id);
             rows.push(insert::prepare(backend, outbox, envelope, created_at)?);
         }
+    }
+    let write = if message_mode {
+        PreparedWrite::Messages(messages)
+    } else {
         PreparedWrite::Rows(rows)
     };
-    if !outbox.write_mode().runs_on(backend) && !write.is_empty() {
+    if !outbox.write_mode().runs_on(backend) && !(write.is_empty() && scheduled.is_empty()) {
         return Err(CommitError::WriteModeUnsupported {
             mode: outbox.write_mode().as_str(),
             backend: dialect::name(backend),
         });
     }
-    Ok(PreparedRows { write, message_ids })
+    Ok(PreparedRows {
+        write,
+        message_ids,
+        scheduled,
+        scheduled_ids,
+    })
 }
 
 /// Writes the envelopes (rows in chunks, or messages) and commits; rolls back when a write
@@ -286,6 +380,7 @@ async fn write_and_commit(
     outbox: Outbox,
     backend: DbBackend,
     write: PreparedWrite,
+    later: Vec<insert::PreparedRow>,
     message_ids: Vec<Uuid>,
 ) -> Result<(usize, CommitWakeup), CommitError> {
     let notify_channel = outbox
@@ -319,6 +414,14 @@ async fn write_and_commit(
                 .await
                 .map(|statements| (statements, CommitWakeup::None))
         }
+    };
+    let written = match written {
+        Ok((chunks, wakeup)) if !later.is_empty() => {
+            scheduled::insert_scheduled(&txn, &outbox, later)
+                .await
+                .map(|more| (chunks + more, wakeup))
+        }
+        other => other,
     };
     match written {
         Ok(written) => {

@@ -71,8 +71,9 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use chrono::{DateTime, Utc};
-use outbox_core::Raise;
 use outbox_core::clock::Clock;
+use outbox_core::schedule::Schedule;
+use outbox_core::{Raise, RaiseLater};
 #[cfg(doc)]
 use sea_orm::DatabaseTransaction;
 use sea_orm::{ConnectionTrait, DbErr};
@@ -128,6 +129,8 @@ pub struct UnitOfWork<E: 'static = outbox_core::mapping::NoEvents> {
 pub(super) struct Raised<E> {
     pub(super) event: E,
     pub(super) at: DateTime<Utc>,
+    /// When the event is due, if later than at commit ([`RaiseLater`]).
+    pub(super) schedule: Option<Schedule>,
 }
 
 /// A clock stopped at one instant: makes a [`ContractSink`] stamp the raise time.
@@ -235,7 +238,24 @@ impl<E: 'static> Raise<E> for UnitOfWork<E> {
     /// Buffers `event` until [`commit`](UnitOfWork::commit).
     fn raise(&self, event: E) {
         let at = self.outbox.clock().now();
-        self.buffer().push(Raised { event, at });
+        self.buffer().push(Raised {
+            event,
+            at,
+            schedule: None,
+        });
+    }
+}
+
+impl<E: 'static> RaiseLater<E> for UnitOfWork<E> {
+    /// Buffers `event` until [`commit`](UnitOfWork::commit), which writes its contracts due
+    /// when `schedule` says (see [`crate::schedule`]).
+    fn raise_scheduled(&self, event: E, schedule: Schedule) {
+        let at = self.outbox.clock().now();
+        self.buffer().push(Raised {
+            event,
+            at,
+            schedule: Some(schedule),
+        });
     }
 }
 

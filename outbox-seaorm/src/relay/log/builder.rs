@@ -36,6 +36,7 @@ pub struct LogRelayBuilder<P> {
     pub(super) instance_id: Option<String>,
     pub(super) retention: Option<Option<Duration>>,
     pub(super) purge_interval: Option<Duration>,
+    pub(super) schedule_interval: Option<Duration>,
     pub(super) replica_server_id: Option<u32>,
 }
 
@@ -70,6 +71,7 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
             instance_id: None,
             retention: None,
             purge_interval: None,
+            schedule_interval: None,
             replica_server_id: None,
         }
     }
@@ -95,6 +97,13 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
     /// lost slot.
     pub fn retention(mut self, retention: Option<Duration>) -> Self {
         self.retention = Some(retention);
+        self
+    }
+
+    /// Time between two looks for scheduled rows that are due (default 1 s): a scheduled
+    /// event goes out within this of its due time (see [`crate::schedule`]).
+    pub fn schedule_interval(mut self, interval: Duration) -> Self {
+        self.schedule_interval = Some(interval);
         self
     }
 
@@ -266,6 +275,9 @@ impl<P: Publisher + 'static> LogRelayBuilder<P> {
         }
         if let Some(interval) = self.purge_interval {
             config.purge_interval = interval;
+        }
+        if let Some(interval) = self.schedule_interval {
+            config.schedule_interval = interval;
         }
         if let Some(id) = self.instance_id {
             config.instance_id = id;

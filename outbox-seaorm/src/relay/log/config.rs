@@ -94,6 +94,9 @@ pub struct LogRelayConfig {
     pub purge_interval: Duration,
     /// Rows deleted per cleanup statement.
     pub purge_batch: usize,
+    /// Time between two looks for scheduled rows that are due, which the relay moves into
+    /// the outbox table, where the log sees their insert (see [`crate::schedule`]).
+    pub schedule_interval: Duration,
     /// How long the slot's lease lasts without renewal.
     pub lease_ttl: Duration,
     /// This relay's name in the slot's lease (status output, logs).
@@ -123,6 +126,7 @@ impl LogRelayConfig {
             retention: Some(DEFAULT_RETENTION),
             purge_interval: DEFAULT_PURGE_INTERVAL,
             purge_batch: DEFAULT_PURGE_BATCH,
+            schedule_interval: crate::relay::config::DEFAULT_SCHEDULE_INTERVAL,
             lease_ttl: DEFAULT_LEASE_TTL,
             instance_id: format!("log-relay-{}", uuid::Uuid::now_v7()),
             replica_server_id: None,

@@ -93,6 +93,7 @@ mod publish;
 mod report;
 mod retention;
 mod row;
+mod schedule;
 #[cfg(feature = "log-relay")]
 mod session;
 #[cfg(feature = "log-relay")]

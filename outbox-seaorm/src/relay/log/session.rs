@@ -181,11 +181,12 @@ impl<P: Publisher + 'static> LogRelay<P> {
             stop.cancel();
             result
         };
-        let (read, published, (), lease) = tokio::join!(
+        let (read, published, (), lease, ()) = tokio::join!(
             reading,
             publishing_done,
             self.heartbeat(&acknowledger, stop),
-            self.renew_lease(&acknowledger, stop)
+            self.renew_lease(&acknowledger, stop),
+            self.promote_scheduled(stop)
         );
         // The last acknowledgement (graceful shutdown or not: it is what was confirmed).
         if let Err(error) = source.feedback().await {

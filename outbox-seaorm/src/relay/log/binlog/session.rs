@@ -243,12 +243,13 @@ impl<P: Publisher + 'static> LogRelay<P> {
                 }
             }
         };
-        let (read, published, storing, lease, ()) = tokio::join!(
+        let (read, published, storing, lease, (), ()) = tokio::join!(
             reading,
             publishing_done,
             storing,
             self.renew_lease(&acknowledger, stop),
-            maintaining
+            maintaining,
+            self.promote_scheduled(stop)
         );
         // The last position (graceful shutdown or not: it is what was confirmed).
         if let Err(error) = self.store_position(&acknowledger, &mut stored).await {
