@@ -194,6 +194,61 @@ pub async fn remove_after_insert_keeps_the_table_empty(
     assert_eq!(report.published, 6, "{report:?}");
 }
 
+/// Events due later and the log relay: the log sees the scheduled row's insert into the
+/// scheduled table at commit, which it does not publish; the relay moves the row into the
+/// outbox table at its time, and publishes that insert then. A relay that crashes while a
+/// row waits loses nothing: the next one moves and publishes it, once.
+pub async fn scheduled_events_go_out_at_their_time_not_at_commit(
+    db: &TestDb,
+    outbox: &Outbox,
+    _slot: &str,
+    relay: RelayFor<'_>,
+    live: impl Future<Output = ()>,
+) {
+    use outbox_core::RaiseLater as _;
+    let broker = InProcessBroker::new();
+    let start = |broker: &InProcessBroker| {
+        Running::start(
+            relay(outbox, broker)
+                .schedule_interval(Duration::from_millis(100))
+                .build()
+                .unwrap(),
+        )
+    };
+    let running = start(&broker);
+    live.await;
+    let noted = |n: u32| OrderingEvent::Noted {
+        order_id: "s".to_owned(),
+        n,
+    };
+    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+    uow.raise(noted(0));
+    uow.raise_after(noted(1), Duration::from_secs(2));
+    uow.raise(noted(2));
+    let committed = tokio::time::Instant::now();
+    let report = uow.commit().await.unwrap();
+    assert_eq!(report.scheduled.len(), 1);
+    wait_for(&broker, 2).await;
+    tokio::time::sleep_until(committed + Duration::from_millis(1_500)).await;
+    assert_eq!(published_notes(&broker, "s"), [0, 2], "nothing early");
+    wait_for(&broker, 3).await;
+    assert!(committed.elapsed() >= Duration::from_secs(2));
+    assert_eq!(published_notes(&broker, "s"), [0, 2, 1]);
+    assert_eq!(broker.published()[2].message_id, report.scheduled[0]);
+
+    // A crash while a row waits: the next relay moves and publishes it.
+    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+    uow.raise_after(noted(3), Duration::from_secs(1));
+    uow.commit().await.unwrap();
+    running.crash().await;
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let running = start(&broker);
+    wait_for(&broker, 4).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(published_notes(&broker, "s"), [0, 2, 1, 3], "once each");
+    running.stop().await;
+}
+
 /// Under `Block`, an event the broker refuses goes dead and parks the later events of its
 /// aggregate only (streamed ones too); an operator requeues one dead event (it is published,
 /// then the parked ones, in order) and skips another (never published; the parked ones

@@ -1318,3 +1318,10 @@ outbox_tests::log_relay_case!(
     relay = log_relay,
     live = wait_for_active_slot
 );
+outbox_tests::log_relay_case!(
+    scheduled_events_go_out_at_their_time_not_at_commit,
+    open = logical_db,
+    slot = slot_name,
+    relay = log_relay,
+    live = wait_for_active_slot
+);
