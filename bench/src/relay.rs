@@ -28,6 +28,10 @@
 //!   with K published rows kept (default 1 000 000) and from one with none. Printed: time
 //!   per claim batch in each and kept / empty.
 //!
+//! - **scheduled** (issue 36): rows that fell due drained from the scheduled table, with
+//!   1 000 000 rows waiting for next month beside them vs none, and the same rows written
+//!   pending; see [`scheduled`].
+//!
 //! ```text
 //! cargo run --release -p outbox-bench -- relay --database-url postgres://postgres@127.0.0.1:5432/postgres
 //! ```
@@ -36,6 +40,7 @@ mod claim;
 mod drain;
 mod latency;
 mod raw;
+mod scheduled;
 mod simple;
 
 use std::error::Error;
@@ -62,6 +67,9 @@ pub enum Part {
     Latency,
     /// Claim cost with published rows kept vs an empty table.
     Claim,
+    /// Draining rows due from the scheduled table, with 1 M rows waiting beside them vs
+    /// none.
+    Scheduled,
 }
 
 /// `--drain-modes`.
@@ -150,6 +158,22 @@ pub struct RelayArgs {
     /// claim: pending rows drained per measurement.
     #[arg(long, default_value_t = 10_000)]
     pub claim_rows: usize,
+    /// scheduled: rows due per measurement.
+    #[arg(long, default_value_t = 100_000)]
+    pub due_rows: usize,
+    /// scheduled: rows waiting for next month beside them.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub future_rows: usize,
+    /// scheduled: leave the tables unvacuumed and unanalyzed before each drain (a burst into
+    /// tables whose statistics are stale, as in production between autovacuum runs).
+    #[arg(long)]
+    pub no_vacuum: bool,
+    /// scheduled: rows of the steady flow.
+    #[arg(long, default_value_t = 20_000)]
+    pub flow_rows: usize,
+    /// scheduled: seconds over which the steady flow's rows fall due.
+    #[arg(long, default_value_t = 10.0)]
+    pub flow_seconds: f64,
 }
 
 /// Accepts everything at once.
@@ -281,6 +305,9 @@ pub async fn run(args: RelayArgs) -> Result<(), BoxError> {
         }
         if matches!(args.part, Part::All | Part::Claim) {
             claim::claim(&db, &args).await?;
+        }
+        if matches!(args.part, Part::All | Part::Scheduled) {
+            scheduled::scheduled(&db, &args).await?;
         }
         db.close().await?;
         Ok::<_, BoxError>(())

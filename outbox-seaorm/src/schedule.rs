@@ -36,6 +36,10 @@
 //! relay's usual latency. [`Relay::drain`](crate::relay::Relay::drain) moves what is due
 //! before it drains.
 //!
+//! A look that moves [`ANALYZE_AFTER_ROWS`] rows or more analyzes the outbox table on
+//! PostgreSQL: a burst of rows into a table the planner believes empty otherwise makes every
+//! claim walk every pending row until autovacuum catches up.
+//!
 //! # Order
 //!
 //! **A scheduled event stands outside its aggregate's order while it waits, and joins it at
@@ -64,8 +68,14 @@ use sea_orm::{DatabaseConnection, DbErr};
 
 use crate::sql::Store;
 
+/// Rows moved in one look after which the outbox table is analyzed (PostgreSQL; see the
+/// `sql/scheduled/analyze.rs` notes: a burst into a table the planner believes empty makes
+/// every claim walk every pending row).
+pub const ANALYZE_AFTER_ROWS: u64 = 10_000;
+
 /// Moves every row of `store`'s scheduled table due at `now` into the outbox table, `batch`
-/// rows per transaction. Returns how many moved.
+/// rows per transaction; analyzes the outbox table after [`ANALYZE_AFTER_ROWS`] or more.
+/// Returns how many moved.
 pub(crate) async fn promote_due(
     db: &DatabaseConnection,
     store: &Store,
@@ -86,6 +96,12 @@ pub(crate) async fn promote_due(
             rows = moved,
             "scheduled rows due: moved into the outbox table"
         );
+    }
+    if moved >= ANALYZE_AFTER_ROWS {
+        // Best effort: the rows are moved; statistics only speed up their publishing.
+        if let Err(error) = store.analyze_outbox(db).await {
+            tracing::warn!(%error, "ANALYZE of the outbox table after a large move failed");
+        }
     }
     Ok(moved)
 }

@@ -701,3 +701,109 @@ async fn requeued_from_the_console(
     shutdown.cancel();
     running.await.unwrap().unwrap();
 }
+
+/// Scheduled rows (`/relays/{relay}/scheduled`): listed in due order with their keys
+/// (escaped), the overview counts them; a reader sees no action and is refused one; an
+/// operator makes one row due now and cancels a whole key with a reason (refused without
+/// one), each recorded in the operator log with the due times.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduled_rows_are_listed_run_now_and_cancelled_by_key() {
+    use outbox_core::RaiseLater as _;
+    use outbox_core::schedule::Schedule;
+
+    let (db, base, _) = console_with_a_dead_row("").await;
+    let outbox = Outbox::default();
+    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+    let in_hours = |hours| chrono::Utc::now() + chrono::TimeDelta::hours(hours);
+    for (n, hours, key) in [(1, 1, "remind"), (2, 2, POISON), (3, 3, POISON)] {
+        uow.raise_scheduled(
+            OrderingEvent::Noted {
+                order_id: "o-9".into(),
+                n,
+            },
+            Schedule::at(in_hours(hours)).key(key),
+        );
+    }
+    let ids = uow.commit().await.unwrap().scheduled;
+    let page = "/relays/outbox/scheduled";
+
+    let mut reader = Client::new(&base);
+    assert_eq!(reader.log_in("", READER).await.status, 303);
+    let overview = reader.get("/").await;
+    assert!(
+        overview
+            .body
+            .contains(r#"<td class="scheduled"><a href="/relays/outbox/scheduled">3</a>"#),
+        "{}",
+        overview.body
+    );
+    let list = reader.get(page).await;
+    assert_eq!(list.status, 200);
+    let positions: Vec<usize> = ids
+        .iter()
+        .map(|id| list.body.find(&id.to_string()).unwrap())
+        .collect();
+    assert!(
+        positions.windows(2).all(|pair| pair[0] < pair[1]),
+        "due order"
+    );
+    assert!(!list.body.contains(POISON), "keys are escaped");
+    assert!(!list.body.contains("class=\"run-now\""));
+    assert!(list.body.contains("Read-only"));
+    let csrf = hidden(&list.body, "csrf").unwrap();
+    let refused = reader
+        .post(&format!("{page}/{}/run-now", ids[0]), &[("csrf", &csrf)])
+        .await;
+    assert_eq!(refused.status, 403);
+
+    let mut operator = Client::new(&base);
+    assert_eq!(operator.log_in("", OPERATOR).await.status, 303);
+    let list = operator.get(page).await;
+    assert!(list.body.contains("class=\"run-now\""));
+    let csrf = hidden(&list.body, "csrf").unwrap();
+    let answer = operator
+        .post(&format!("{page}/{}/run-now", ids[0]), &[("csrf", &csrf)])
+        .await;
+    assert_eq!(
+        (answer.status, answer.location.as_deref()),
+        (303, Some(page))
+    );
+    let encoded: String = url::form_urlencoded::byte_serialize(POISON.as_bytes()).collect();
+    let by_key = operator.get(&format!("{page}?key={encoded}")).await;
+    assert!(
+        by_key.body.contains(r#"id="cancel-key""#),
+        "{}",
+        by_key.body
+    );
+    assert!(!by_key.body.contains(&ids[0].to_string()));
+    let cancel = format!("{page}/key/cancel?key={encoded}");
+    let answer = operator
+        .post(&cancel, &[("csrf", &csrf), ("reason", " ")])
+        .await;
+    assert_eq!(answer.status, 409, "a reason is required");
+    let answer = operator
+        .post(&cancel, &[("csrf", &csrf), ("reason", "order closed")])
+        .await;
+    assert_eq!(answer.status, 303);
+
+    let ops = outbox_seaorm::ops::Operations::new(db.conn().clone(), outbox.clone());
+    let waiting = ops.scheduled(None, 10).await.unwrap();
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(waiting[0].record.envelope.message_id, ids[0]);
+    assert!(waiting[0].due_at() <= chrono::Utc::now(), "due now");
+    let log = operator.get("/relays/outbox/operator-log").await;
+    assert!(
+        log.body
+            .contains(r#"<td class="actor">ana</td><td class="action">run-now</td>"#),
+        "{}",
+        log.body
+    );
+    assert_eq!(
+        log.body
+            .matches(r#"<td class="action">cancel</td>"#)
+            .count(),
+        2
+    );
+    assert!(log.body.contains("was due "));
+    db.close().await;
+}

@@ -36,9 +36,9 @@ pub use outbox_core::*;
 
 pub use outbox_seaorm::{
     CommitError, CommitReport, CommitWakeup, ConfigError, MapperRef, Outbox, OutboxBuilder,
-    PostgresWakeup, UnitOfWork, UnitOfWorkBuilder, UnitOfWorkConnection, UnitOfWorkError,
-    WriteMode, config, error, inbox, inbox_handler, limits, ops, outage, partition, record, relay,
-    table, trace, unit_of_work, wakeup,
+    PostgresWakeup, ScheduleProblem, UnitOfWork, UnitOfWorkBuilder, UnitOfWorkConnection,
+    UnitOfWorkError, WriteMode, config, error, inbox, inbox_handler, limits, ops, outage,
+    partition, record, relay, table, trace, unit_of_work, wakeup,
 };
 
 /// Job-queue mode: no broker, the relay runs each row as a local job by event type.
@@ -49,6 +49,13 @@ pub use outbox_seaorm::job;
 pub mod schema {
     pub use outbox_core::schema::*;
     pub use outbox_seaorm::schema::*;
+}
+
+/// Events due later: [`Schedule`](schedule::Schedule) and [`Due`](schedule::Due), taken by
+/// [`RaiseLater`]; how rows wait and when they move is in
+/// [`outbox_seaorm::schedule`](outbox_seaorm::schedule).
+pub mod schedule {
+    pub use outbox_core::schedule::*;
 }
 
 /// The tables as `sea-orm-migration` migrations.

@@ -263,6 +263,7 @@ pub mod book {
         Demo = "demo.md",
         Contracts = "contracts.md",
         WritingEvents = "writing-events.md",
+        ScheduledEvents = "scheduled-events.md",
         PollingRelay = "polling-relay.md",
         LogRelay = "log-relay.md",
         LogRelayMariaDb = "log-relay-mariadb.md",

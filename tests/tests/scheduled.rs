@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::TimeDelta;
+use outbox_core::ContractRegistry;
 use outbox_core::clock::ManualClock;
 use outbox_core::in_process::InProcessBroker;
 use outbox_core::policy::Backoff;
@@ -19,9 +20,10 @@ use outbox_core::publish::PublishError;
 use outbox_core::schedule::Schedule;
 use outbox_core::{Envelope, IntegrationEvent, Raise, RaiseLater};
 use outbox_seaorm::limits::MAX_DUE;
+use outbox_seaorm::ops::{Operations, OperatorActionKind, OpsError, ScheduledTarget};
 use outbox_seaorm::relay::{Relay, RelayBuilder};
 use outbox_seaorm::schema;
-use outbox_seaorm::{CommitError, Outbox, ScheduleProblem, WriteMode};
+use outbox_seaorm::{CommitError, Outbox, ScheduleProblem, WriteMode, cli};
 use outbox_tests::backend_tests;
 use outbox_tests::bookstore::{
     Order, OrderNotedV2, OrderingContracts, OrderingEvent, PlaceOrder, count_orders,
@@ -37,6 +39,8 @@ backend_tests!(
     bad_schedules_are_refused_and_roll_back_the_business_change,
     a_failed_move_leaves_the_row_scheduled,
     many_due_rows_move_once_each_in_due_order,
+    operators_cancel_reschedule_and_run_now_by_message_id_and_key,
+    the_command_line_lists_cancels_and_reschedules,
 );
 
 fn t0() -> chrono::DateTime<chrono::Utc> {
@@ -351,4 +355,287 @@ async fn many_due_rows_move_once_each_in_due_order(db: &TestDb) {
         expected.sort_by_key(|n| (due(n), *n));
         assert_eq!(got, expected, "o-{order} in due order, then raise order");
     }
+}
+
+/// The operations API on waiting rows: listed in due order with their keys; cancelled by
+/// message id (never published) and by key (every row of the key); rescheduled (the new
+/// time holds: not earlier, not later); made due now; each change one operator-log entry
+/// per row with the due times. A row that fell due already is `NotScheduled` (skip it
+/// instead), an unknown id `NotFound`, a key with nothing waiting `NothingScheduled`, a
+/// time beyond what the outbox stores `DueOutOfRange`, a cancel without reason
+/// `MissingReason` — and none of them changes anything.
+async fn operators_cancel_reschedule_and_run_now_by_message_id_and_key(db: &TestDb) {
+    let (outbox, clock) = manual_outbox();
+    setup(db, &outbox).await;
+    let broker = InProcessBroker::new();
+    let ops = Operations::new(db.conn().clone(), outbox.clone());
+    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+    let minutes = |m: i64| t0() + TimeDelta::minutes(m);
+    uow.raise_at(noted("o-6", 1), minutes(10)); // cancelled by id
+    uow.raise_scheduled(noted("o-6", 2), Schedule::at(minutes(20)).key("o-6/remind"));
+    uow.raise_scheduled(noted("o-6", 3), Schedule::at(minutes(30)).key("o-6/remind"));
+    uow.raise_at(noted("o-6", 4), minutes(40)); // rescheduled
+    uow.raise_at(noted("o-6", 5), minutes(50)); // run now
+    uow.raise(noted("o-6", 0)); // due at once
+    let report = uow.commit().await.unwrap();
+    let ids = report.scheduled.clone();
+    let listed = ops.scheduled(None, 100).await.unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|row| row.record.envelope.message_id)
+            .collect::<Vec<_>>(),
+        ids
+    );
+    assert_eq!(listed[1].key.as_deref(), Some("o-6/remind"));
+    assert_eq!(listed[0].due_at(), minutes(10));
+    assert_eq!(listed[0].record.status, schema::OutboxStatus::Scheduled);
+    assert_eq!(
+        ops.scheduled(Some("o-6/remind"), 100).await.unwrap().len(),
+        2
+    );
+    let summary = ops.scheduled_summary().await.unwrap();
+    assert_eq!(
+        (summary.waiting, summary.more, summary.next_due),
+        (5, false, Some(minutes(10)))
+    );
+    assert_eq!(
+        summary.to_string(),
+        format!("5 waiting, next due {}", minutes(10).to_rfc3339())
+    );
+
+    // Refusals change nothing.
+    let by_id = |id| ScheduledTarget::MessageId(id);
+    assert!(matches!(
+        ops.cancel_scheduled(&by_id(ids[0]), "ada", " ").await,
+        Err(OpsError::MissingReason)
+    ));
+    assert!(matches!(
+        ops.cancel_scheduled(&by_id(report.message_ids[0]), "ada", "late")
+            .await,
+        Err(OpsError::NotScheduled {
+            status: schema::OutboxStatus::Pending,
+            ..
+        })
+    ));
+    let unknown = uuid::Uuid::now_v7();
+    assert!(matches!(
+        ops.cancel_scheduled(&by_id(unknown), "ada", "x").await,
+        Err(OpsError::NotFound { message_id }) if message_id == unknown
+    ));
+    assert!(matches!(
+        ops.run_scheduled_now(&ScheduledTarget::Key("o-6/none".into()), "ada", None).await,
+        Err(OpsError::NothingScheduled { key }) if key == "o-6/none"
+    ));
+    assert!(matches!(
+        ops.reschedule(&by_id(ids[3]), MAX_DUE + TimeDelta::seconds(1), "ada", None)
+            .await,
+        Err(OpsError::DueOutOfRange { .. })
+    ));
+    assert_eq!(ops.scheduled_summary().await.unwrap().waiting, 5);
+
+    // The changes.
+    let cancelled = ops
+        .cancel_scheduled(&by_id(ids[0]), "ada", "customer paid")
+        .await
+        .unwrap();
+    assert_eq!(cancelled.len(), 1);
+    assert_eq!(cancelled[0].action, OperatorActionKind::Cancel);
+    assert_eq!(cancelled[0].previous_status, "scheduled");
+    let by_key = ops
+        .cancel_scheduled(
+            &ScheduledTarget::Key("o-6/remind".into()),
+            "ada",
+            "order closed",
+        )
+        .await
+        .unwrap();
+    assert_eq!(by_key.len(), 2);
+    let moved = ops
+        .reschedule(&by_id(ids[3]), minutes(45), "bob", Some("later"))
+        .await
+        .unwrap();
+    assert_eq!(moved[0].action, OperatorActionKind::Reschedule);
+    assert_eq!(
+        moved[0].detail.as_deref(),
+        Some(
+            format!(
+                "due {} → {}",
+                minutes(40).to_rfc3339(),
+                minutes(45).to_rfc3339()
+            )
+            .as_str()
+        )
+    );
+    clock.advance(TimeDelta::minutes(1));
+    ops.run_scheduled_now(&by_id(ids[4]), "bob", None)
+        .await
+        .unwrap();
+
+    let mut relay = relay(db, &outbox, &broker).build().unwrap();
+    relay.drain().await.unwrap();
+    assert_eq!(received(&broker, "o-6"), vec![0, 5]);
+    clock.advance(TimeDelta::minutes(43)); // t0 + 44 min: not yet 45
+    relay.drain().await.unwrap();
+    assert_eq!(received(&broker, "o-6"), vec![0, 5]);
+    clock.advance(TimeDelta::minutes(1));
+    relay.drain().await.unwrap();
+    assert_eq!(received(&broker, "o-6"), vec![0, 5, 4]);
+    clock.advance(TimeDelta::hours(2));
+    relay.drain().await.unwrap();
+    assert_eq!(
+        received(&broker, "o-6"),
+        vec![0, 5, 4],
+        "cancelled rows never go"
+    );
+
+    let log = ops.operator_log(None).await.unwrap();
+    let kinds: Vec<_> = log.iter().map(|entry| entry.action).collect();
+    assert_eq!(
+        kinds,
+        [
+            OperatorActionKind::Cancel,
+            OperatorActionKind::Cancel,
+            OperatorActionKind::Cancel,
+            OperatorActionKind::Reschedule,
+            OperatorActionKind::RunNow,
+        ]
+    );
+    assert_eq!(log[0].message_id, ids[0]);
+    assert_eq!(log[0].reason.as_deref(), Some("customer paid"));
+    assert_eq!(
+        log[0].detail.as_deref(),
+        Some(format!("was due {}", minutes(10).to_rfc3339()).as_str())
+    );
+    assert_eq!(log[4].actor, "bob");
+}
+
+async fn run_cli(db: &TestDb, outbox: &Outbox, args: &[&str]) -> (u8, String, String) {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = cli::run_with(
+        std::iter::once("ops").chain(args.iter().copied()),
+        db.conn().clone(),
+        outbox.clone(),
+        || ContractRegistry::from_registrations([]),
+        &mut out,
+        &mut err,
+    )
+    .await;
+    (
+        code,
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+    )
+}
+
+/// `outbox scheduled list | cancel | reschedule | run-now`: the table and the JSON of the
+/// waiting rows, each change printed and recorded; a message that fell due already exits 2
+/// with the typed error's message, a missing target is a usage error.
+async fn the_command_line_lists_cancels_and_reschedules(db: &TestDb) {
+    let (outbox, _clock) = manual_outbox();
+    setup(db, &outbox).await;
+    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+    uow.raise_scheduled(
+        noted("o-7", 1),
+        Schedule::at(t0() + TimeDelta::hours(1)).key("o-7/a"),
+    );
+    uow.raise_scheduled(
+        noted("o-7", 2),
+        Schedule::at(t0() + TimeDelta::hours(2)).key("o-7/b"),
+    );
+    uow.raise(noted("o-7", 0));
+    let report = uow.commit().await.unwrap();
+    let (first, second) = (report.scheduled[0], report.scheduled[1]);
+
+    let (code, out, _) = run_cli(db, &outbox, &["outbox", "scheduled", "list"]).await;
+    assert_eq!(code, 0, "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "DUE AT\tKEY\tMESSAGE ID\tEVENT TYPE\tAGGREGATE");
+    assert!(
+        lines[1].starts_with("2026-03-01T10:00:00+00:00\to-7/a\t"),
+        "{out}"
+    );
+    assert!(lines[1].contains(&first.to_string()), "{out}");
+    assert_eq!(lines[3], "2 row(s) waiting");
+    let (_, out, _) = run_cli(
+        db,
+        &outbox,
+        &[
+            "outbox",
+            "scheduled",
+            "list",
+            "--key",
+            "o-7/b",
+            "--format",
+            "json",
+        ],
+    )
+    .await;
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), 1);
+    assert_eq!(json[0]["key"], "o-7/b");
+    assert_eq!(json[0]["envelope"]["message_id"], second.to_string());
+
+    let (code, out, _) = run_cli(
+        db,
+        &outbox,
+        &[
+            "outbox",
+            "scheduled",
+            "reschedule",
+            "--key",
+            "o-7/b",
+            "--at",
+            "2026-03-02T09:00:00Z",
+            "--actor",
+            "ada",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.starts_with(&format!("reschedule {second} (")), "{out}");
+    assert!(out.contains("→ 2026-03-02T09:00:00+00:00"), "{out}");
+    let (code, out, _) = run_cli(
+        db,
+        &outbox,
+        &[
+            "outbox",
+            "scheduled",
+            "cancel",
+            &first.to_string(),
+            "--reason",
+            "paid",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}");
+    assert!(out.ends_with("1 row(s) changed\n"), "{out}");
+    let (code, _, err) = run_cli(
+        db,
+        &outbox,
+        &[
+            "outbox",
+            "scheduled",
+            "run-now",
+            &report.message_ids[0].to_string(),
+        ],
+    )
+    .await;
+    assert_eq!(code, 2);
+    assert!(err.contains("is not scheduled"), "{err}");
+    let (code, _, _) = run_cli(db, &outbox, &["outbox", "scheduled", "run-now"]).await;
+    assert_eq!(code, 2, "a target is required");
+
+    let ops = Operations::new(db.conn().clone(), outbox.clone());
+    let waiting = ops.scheduled(None, 10).await.unwrap();
+    assert_eq!(waiting.len(), 1);
+    assert_eq!(
+        waiting[0].due_at(),
+        "2026-03-02T09:00:00Z"
+            .parse::<chrono::DateTime<chrono::Utc>>()
+            .unwrap()
+    );
+    let log = ops.operator_log(None).await.unwrap();
+    assert_eq!(log.len(), 2);
+    assert_eq!(log[0].actor, "ada");
 }

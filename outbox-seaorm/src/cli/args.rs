@@ -31,6 +31,9 @@ pub enum OutboxAction {
     Requeue(RequeueArgs),
     /// Give up on a dead, failed or pending row for good; recorded with the reason.
     Skip(SkipArgs),
+    /// Rows waiting for their due time: list, cancel, reschedule, run now (by message id or
+    /// key; recorded in the operator log).
+    Scheduled(super::scheduled::ScheduledCommand),
     /// Delete published rows older than the retention, in batches, one instance at a time.
     Purge(PurgeArgs),
     /// Delete inbox rows received before the retention, in batches, one instance at a time.

@@ -12,7 +12,8 @@ use super::args::{
     DeadAction, DeadCommand, GivenUpStatusArg, InboxDeadAction, OutboxAction, OutboxCommand,
     StatusArgs, actor,
 };
-use super::output::{human, json};
+use super::output::{self, human, json};
+use super::scheduled::ScheduledAction;
 use crate::inbox::dead_letter::DeadLetterStatus;
 use crate::ops::{Operations, OpsError};
 
@@ -179,6 +180,7 @@ impl OutboxCommand {
                 human::purged_inbox(out, rows, args.older_than)?;
                 Ok(Outcome::Success)
             }
+            OutboxAction::Scheduled(command) => scheduled(ops, &command.action, out).await,
             OutboxAction::InboxDead(command) => inbox_dead(ops, &command.action, out).await,
             #[cfg(log_relay)]
             OutboxAction::LogDead(command) => log_dead(ops, &command.action, out).await,
@@ -196,16 +198,56 @@ impl OutboxCommand {
     }
 }
 
+/// `outbox scheduled …`.
+async fn scheduled(
+    ops: &Operations,
+    action: &ScheduledAction,
+    out: &mut (dyn Write + Send),
+) -> Result<Outcome, OutboxCliError> {
+    let actions = match action {
+        ScheduledAction::List(args) => {
+            let rows = ops.scheduled(args.key.as_deref(), args.limit).await?;
+            output::scheduled::list(out, &rows, args.format == OutputFormat::Json)?;
+            return Ok(Outcome::Success);
+        }
+        ScheduledAction::Cancel(args) => {
+            ops.cancel_scheduled(&args.target.target(), &actor(&args.actor), &args.reason)
+                .await?
+        }
+        ScheduledAction::Reschedule(args) => {
+            ops.reschedule(
+                &args.target.target(),
+                args.at,
+                &actor(&args.actor),
+                args.reason.as_deref(),
+            )
+            .await?
+        }
+        ScheduledAction::RunNow(args) => {
+            ops.run_scheduled_now(
+                &args.target.target(),
+                &actor(&args.actor),
+                args.reason.as_deref(),
+            )
+            .await?
+        }
+    };
+    output::scheduled::changed(out, &actions)?;
+    Ok(Outcome::Success)
+}
+
 async fn status(
     ops: &Operations,
     args: &StatusArgs,
     out: &mut (dyn Write + Send),
 ) -> Result<Outcome, OutboxCliError> {
     let report = ops.status().await?;
+    let scheduled = ops.scheduled_summary().await?;
     if args.format == OutputFormat::Json {
-        json::status(out, &report)?;
+        json::status(out, &report, &scheduled)?;
     } else {
         human::status(out, &report)?;
+        writeln!(out, "scheduled:         {scheduled}")?;
     }
     Ok(
         if args.fail_on_dead && report.dead() + report.failed() > 0 {

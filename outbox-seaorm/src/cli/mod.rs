@@ -7,6 +7,10 @@
 //! my-ops outbox dead show MESSAGE_ID [--format human|json]
 //! my-ops outbox requeue MESSAGE_ID… | --all-dead [--event-type T]  [--actor A] [--reason R]
 //! my-ops outbox skip MESSAGE_ID --reason R [--actor A]
+//! my-ops outbox scheduled list [--key K] [--limit N] [--format human|json]
+//! my-ops outbox scheduled cancel MESSAGE_ID | --key K  --reason R [--actor A]
+//! my-ops outbox scheduled reschedule MESSAGE_ID | --key K  --at 2026-12-08T09:00:00Z [--reason R] [--actor A]
+//! my-ops outbox scheduled run-now MESSAGE_ID | --key K  [--reason R] [--actor A]
 //! my-ops outbox purge [--older-than 7d] [--batch 1000]
 //! my-ops outbox purge-inbox --older-than 14d [--batch 1000]
 //! my-ops outbox inbox-dead list [--consumer C] [--status dead|requeued|resolved] [--limit N] [--format human|json]
@@ -88,6 +92,7 @@ mod execute;
 #[cfg(log_relay)]
 mod log_relay;
 mod output;
+mod scheduled;
 
 use std::ffi::OsString;
 use std::io::{self, Write};
@@ -112,6 +117,10 @@ pub use execute::{OutboxCliError, Outcome};
 pub use log_relay::{
     LogDeadAction, LogDeadCommand, LogDeadListArgs, LogDeadRequeueArgs, LogDeadShowArgs,
     LogDeadSkipArgs, LogDeadStatusArg, LogResetArgs,
+};
+pub use scheduled::{
+    ScheduledAction, ScheduledCancelArgs, ScheduledCommand, ScheduledListArgs,
+    ScheduledRescheduleArgs, ScheduledRunNowArgs, TargetArgs,
 };
 
 /// Runs the command line with the process's arguments on `db` and `outbox`, printing to

@@ -173,7 +173,7 @@ impl Operations {
                 action,
                 expected: match action {
                     OperatorActionKind::Requeue => "dead, failed or skipped",
-                    OperatorActionKind::Skip => "dead, failed or pending",
+                    _ => "dead, failed or pending",
                 },
             });
         }
@@ -189,6 +189,7 @@ impl Operations {
             reason: reason.map(str::to_owned),
             last_error,
             at: now,
+            detail: None,
         };
         self.store.log_action(&txn, &entry).await?;
         txn.commit().await?;

@@ -31,9 +31,36 @@ pub enum OpsError {
         /// The statuses the action applies to.
         expected: &'static str,
     },
-    /// `skip` without a reason.
-    #[error("skip needs a reason")]
+    /// `skip` or `cancel` without a reason.
+    #[error("skip and cancel need a reason")]
     MissingReason,
+    /// The message is not waiting in the scheduled table: it fell due and is in the outbox
+    /// table (pending, published, …), where cancelling it is a
+    /// [`skip`](super::Operations::skip).
+    #[error(
+        "message {message_id} is not scheduled: it is due already and {status} in the outbox          table (skip it instead of cancelling it)"
+    )]
+    NotScheduled {
+        /// The message id.
+        message_id: Uuid,
+        /// Its status in the outbox table.
+        status: OutboxStatus,
+    },
+    /// No scheduled row has this key (none was raised with it, or all fell due already).
+    #[error("no scheduled row has key {key:?}")]
+    NothingScheduled {
+        /// The key.
+        key: String,
+    },
+    /// A new due time later than the outbox stores
+    /// ([`MAX_DUE`](crate::limits::MAX_DUE)).
+    #[error("due time {at} is later than {max}, the latest time the outbox stores")]
+    DueOutOfRange {
+        /// The time asked for.
+        at: chrono::DateTime<chrono::Utc>,
+        /// The limit.
+        max: chrono::DateTime<chrono::Utc>,
+    },
     /// An operator's input is longer than its column keeps.
     #[error("{field} is {length} characters long, over the limit of {max}")]
     InputTooLong {

@@ -119,7 +119,7 @@ impl Operations {
         };
         let to = match action {
             OperatorActionKind::Requeue => LogDeadLetterStatus::Requeued,
-            OperatorActionKind::Skip => LogDeadLetterStatus::Skipped,
+            _ => LogDeadLetterStatus::Skipped,
         };
         let txn = self.db.begin().await.map_err(OpsError::Database)?;
         let changed = self
@@ -145,6 +145,7 @@ impl Operations {
                 reason: reason.map(str::to_owned),
                 last_error: Some(entry.error.clone()),
                 at: self.outbox.clock().now(),
+                detail: None,
             };
             self.store.log_action(&txn, &log).await?;
         }

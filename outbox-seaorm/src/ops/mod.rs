@@ -55,6 +55,7 @@ mod instances;
 mod log;
 mod operations;
 mod purge;
+mod scheduled;
 mod status;
 
 pub use crate::record::log_slot::{LogRelayStatus, LogSlotStatus};
@@ -62,6 +63,7 @@ pub use crate::status_report::{StatusReport, WorkerKeyStatus};
 pub use error::OpsError;
 pub use instances::RelayInstance;
 pub use operations::Operations;
+pub use scheduled::{MAX_COUNTED, MAX_ROWS_PER_KEY, ScheduledSummary, ScheduledTarget};
 
 pub use crate::record::operator_action::{OperatorAction, OperatorActionKind};
 

@@ -17,6 +17,9 @@ pub mod log_dead_letter;
 pub mod log_slot;
 pub(crate) mod operator_action;
 pub(crate) mod parked;
+mod scheduled;
+
+pub use scheduled::ScheduledRecord;
 
 /// One outbox row: the envelope and the relay's bookkeeping.
 #[derive(Debug, Clone, PartialEq)]

@@ -33,7 +33,9 @@ pub(crate) fn statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
         .col(not_null(col("actor", Kind::Key)))
         .col(null(col("reason", Kind::Text)))
         .col(null(col("last_error", Kind::Text)))
-        .col(not_null(col("at", Kind::Timestamp)));
+        .col(not_null(col("at", Kind::Timestamp)))
+        // Unreleased v0.1.0: added to the initial table rather than by a migration.
+        .col(null(col("detail", Kind::Text)));
     mysql_options(&mut log, backend);
     let mut by_message = Index::create();
     by_message

@@ -7,6 +7,7 @@
 //! | `/relays/{relay}/dead-letters` | dead rows and failed jobs, by event type; one opens with its envelope, headers, payload and last error; **requeue** or **skip with a reason** |
 //! | `/relays/{relay}/log-dead-letters` | the log relay's dead letters and parked events, same actions |
 //! | `/relays/{relay}/inbox-dead-letters` | the consumers' dead letters (inbox side), same actions |
+//! | `/relays/{relay}/scheduled` | rows waiting for their due time, in due order, by key; **run now** or **cancel with a reason**, one row or a whole key |
 //! | `/relays/{relay}/operator-log` | who did what, when and why |
 //! | `/contracts` | every contract with its version and JSON Schema |
 //!
@@ -43,6 +44,7 @@ pub mod log_dead_letters;
 pub mod operator_log;
 pub mod overview;
 pub mod page;
+pub mod scheduled;
 pub mod session;
 pub mod tenant;
 
@@ -154,6 +156,23 @@ impl Console {
             .route(
                 "/relays/{relay}/inbox-dead-letters/{id}/skip",
                 post(inbox_dead_letters::skip),
+            )
+            .route("/relays/{relay}/scheduled", get(scheduled::list))
+            .route(
+                "/relays/{relay}/scheduled/key/run-now",
+                post(scheduled::run_key_now),
+            )
+            .route(
+                "/relays/{relay}/scheduled/key/cancel",
+                post(scheduled::cancel_key),
+            )
+            .route(
+                "/relays/{relay}/scheduled/{message_id}/run-now",
+                post(scheduled::run_now),
+            )
+            .route(
+                "/relays/{relay}/scheduled/{message_id}/cancel",
+                post(scheduled::cancel),
             )
             .route("/relays/{relay}/operator-log", get(operator_log::page))
             .layer(axum::middleware::map_response(security_headers))

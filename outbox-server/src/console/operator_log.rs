@@ -19,7 +19,7 @@ pub fn actions_table(actions: &[OperatorAction]) -> Markup {
             p.empty { "No operator action yet." }
         } @else {
             table.operator-log {
-                thead { tr { th { "When" } th { "Who" } th { "What" } th { "Message" } th { "Event type" } th { "Was" } th { "Why" } } }
+                thead { tr { th { "When" } th { "Who" } th { "What" } th { "Message" } th { "Event type" } th { "Was" } th { "Why" } th { "Detail" } } }
                 tbody {
                     @for action in actions.iter().rev() {
                         tr {
@@ -30,6 +30,7 @@ pub fn actions_table(actions: &[OperatorAction]) -> Markup {
                             td { (action.event_type) }
                             td { (action.previous_status) }
                             td.reason { (short(action.reason.as_deref().unwrap_or(""), 300)) }
+                            td.detail { (action.detail.as_deref().unwrap_or("")) }
                         }
                     }
                 }

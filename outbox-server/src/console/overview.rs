@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use axum::extract::State;
 use maud::{Markup, html};
-use outbox_seaorm::ops::{LogSlotStatus, RelayInstance, StatusReport};
+use outbox_seaorm::ops::{LogSlotStatus, RelayInstance, ScheduledSummary, StatusReport};
 
 use super::Console;
 use super::auth::Operator;
-use super::page::{Base, age, age_at, layout, short};
+use super::page::{Base, age, age_at, layout, short, time};
 use super::tenant::Tenant;
 use crate::relay::Phase;
 
@@ -20,7 +20,7 @@ const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// What the overview read of one tenant.
 struct Card<'a> {
     tenant: &'a Tenant,
-    figures: Result<(StatusReport, Vec<RelayInstance>), String>,
+    figures: Result<(StatusReport, Vec<RelayInstance>, ScheduledSummary), String>,
 }
 
 async fn read(tenant: &Tenant) -> Card<'_> {
@@ -31,7 +31,11 @@ async fn read(tenant: &Tenant) -> Card<'_> {
             .relay_instances()
             .await
             .map_err(|error| error.to_string())?;
-        Ok((status, instances))
+        let scheduled = ops
+            .scheduled_summary()
+            .await
+            .map_err(|error| error.to_string())?;
+        Ok((status, instances, scheduled))
     };
     let figures = tokio::time::timeout(READ_TIMEOUT, figures)
         .await
@@ -79,7 +83,7 @@ fn tenant_card(base: &Base, card: &Card<'_>) -> Markup {
             }
             @match &card.figures {
                 Err(error) => p.error role="alert" { (error) },
-                Ok((status, instances)) => {
+                Ok((status, instances, scheduled)) => {
                     table.figures {
                         tr { th { "Pending" } td.pending { (status.pending) } }
                         tr { th { "Oldest claimable" } td { (status.oldest_claimable_age.map_or_else(|| "–".to_owned(), age)) } }
@@ -88,6 +92,10 @@ fn tenant_card(base: &Base, card: &Card<'_>) -> Markup {
                         tr { th { "Dead" } td.dead { a href=(link("/dead-letters")) { (status.dead()) } } }
                         tr { th { "Failed jobs" } td { a href=(link("/dead-letters?status=failed")) { (status.failed()) } } }
                         tr { th { "Skipped" } td { (status.skipped) } }
+                        tr { th { "Scheduled" } td.scheduled {
+                            a href=(link("/scheduled")) { @if scheduled.more { "more than " } (scheduled.waiting) }
+                            @if let Some(next) = scheduled.next_due { " · next due " (time(next)) }
+                        } }
                     }
                     @if !status.dead_by_event_type.is_empty() || !status.failed_by_event_type.is_empty() {
                         ul.by-type {
@@ -141,6 +149,7 @@ fn tenant_card(base: &Base, card: &Card<'_>) -> Markup {
                 a href=(link("/dead-letters")) { "Dead letters" } " · "
                 a href=(link("/log-dead-letters")) { "Log relay dead letters" } " · "
                 a href=(link("/inbox-dead-letters")) { "Consumer dead letters" } " · "
+                a href=(link("/scheduled")) { "Scheduled" } " · "
                 a href=(link("/operator-log")) { "Operator log" }
             }
         }

@@ -6,15 +6,23 @@ use serde_json::json;
 
 use crate::inbox::dead_letter::{ConsumerDeadLetter, StoredMessage};
 use crate::inbox::parked::ParkedMessage;
-use crate::ops::{OperatorAction, StatusReport};
+use crate::ops::{OperatorAction, ScheduledSummary, StatusReport};
 use crate::record::OutboxRecord;
 
-/// `outbox status`: the report as it serializes.
-pub(crate) fn status(out: &mut (dyn Write + Send), report: &StatusReport) -> io::Result<()> {
-    json_line(
-        out,
-        &serde_json::to_value(report).map_err(io::Error::other)?,
-    )
+/// `outbox status`: the report as it serializes, with `scheduled` (`waiting`, `more`,
+/// `next_due`).
+pub(crate) fn status(
+    out: &mut (dyn Write + Send),
+    report: &StatusReport,
+    scheduled: &ScheduledSummary,
+) -> io::Result<()> {
+    let mut value = serde_json::to_value(report).map_err(io::Error::other)?;
+    value["scheduled"] = json!({
+        "waiting": scheduled.waiting,
+        "more": scheduled.more,
+        "next_due": scheduled.next_due,
+    });
+    json_line(out, &value)
 }
 
 /// `outbox dead list`: an array of rows.

@@ -4,4 +4,5 @@
 pub(super) mod human;
 pub(super) mod json;
 pub(super) mod log_relay;
+pub(super) mod scheduled;
 mod text;

@@ -20,7 +20,7 @@ pub(crate) struct ActionRow {
 }
 
 /// The columns of the operator log, in the order the statements list them.
-const LOG_COLUMNS: [&str; 9] = [
+const LOG_COLUMNS: [&str; 10] = [
     "seq",
     "message_id",
     "event_type",
@@ -30,6 +30,7 @@ const LOG_COLUMNS: [&str; 9] = [
     "reason",
     "last_error",
     "at",
+    "detail",
 ];
 
 impl Store {
@@ -92,7 +93,7 @@ impl Store {
                 ))
                 .bind(dialect::timestamp(self.backend, now));
             }
-            OperatorActionKind::Skip => {
+            _ => {
                 sql.push(&format!("{} = 'skipped'", q(c.status)));
             }
         }
@@ -128,6 +129,8 @@ impl Store {
             .bind(dialect::opt_text(entry.last_error.clone()))
             .push(", ")
             .bind(dialect::timestamp(backend, entry.at))
+            .push(", ")
+            .bind(dialect::opt_text(entry.detail.clone()))
             .push(")");
         conn.execute_raw(sql.build()).await?;
         Ok(())
@@ -170,17 +173,16 @@ impl Store {
                     seq: dialect::read_i64(row, "seq")?,
                     message_id: dialect::read_uuid(row, "message_id")?,
                     event_type: row.try_get("", "event_type")?,
-                    action: if action == "skip" {
-                        OperatorActionKind::Skip
-                    } else {
-                        OperatorActionKind::Requeue
-                    },
+                    action: OperatorActionKind::parse(&action).ok_or_else(|| {
+                        DbErr::Type(format!("unknown operator action {action:?}"))
+                    })?,
                     previous_status: row.try_get("", "previous_status")?,
                     actor: row.try_get("", "actor")?,
                     reason: row.try_get("", "reason")?,
                     last_error: row.try_get("", "last_error")?,
                     at: dialect::read_timestamp(row, "at")?
                         .ok_or_else(|| DbErr::Type("operator log `at` is NULL".into()))?,
+                    detail: row.try_get("", "detail")?,
                 })
             })
             .collect()
