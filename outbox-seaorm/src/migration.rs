@@ -32,6 +32,7 @@
 //!     "m20261204_000001_create_consumer_leases__ordering_inbox",
 //!     "m20261205_000001_create_log_relay_tables__ordering_outbox",
 //!     "m20261206_000001_create_log_relay_tables_mariadb__ordering_outbox",
+//!     "m20261207_000001_create_scheduled_table__ordering_outbox_scheduled",
 //! ]);
 //! ```
 //!

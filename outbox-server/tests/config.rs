@@ -52,6 +52,7 @@ fn the_example_file_reads() {
     assert!(matches!(ordering.method, RelayMethod::Polling));
     assert_eq!(ordering.relay.batch_size, 100);
     assert_eq!(ordering.relay.poll_interval, Duration::from_millis(500));
+    assert_eq!(ordering.relay.schedule_interval, Duration::from_millis(250));
     assert_eq!(ordering.relay.retention, Some(Duration::ZERO));
     assert_eq!(ordering.broker.kind, BrokerKind::Nats);
     assert_eq!(ordering.broker.stream.as_ref().unwrap().name, "BOOKSTORE");
@@ -74,6 +75,7 @@ fn the_example_file_reads() {
     };
     assert_eq!(log.slot, "acme_outbox");
     assert_eq!(log.batch_size, 1000);
+    assert_eq!(log.schedule_interval, Duration::from_secs(2));
     assert_eq!(
         log.lease_ttl,
         outbox_seaorm::relay::log::config::DEFAULT_LEASE_TTL,

@@ -21,7 +21,8 @@ use std::time::Duration;
 
 use fantoccini::{Client as Browser, ClientBuilder, Locator};
 use outbox_brokers::nats::{self, async_nats};
-use outbox_core::Raise;
+use outbox_core::schedule::Schedule;
+use outbox_core::{Raise, RaiseLater};
 use outbox_seaorm::ops::Operations;
 use outbox_seaorm::{Outbox, schema};
 use outbox_tests::Service as TestService;
@@ -286,6 +287,62 @@ stream = {{ name = "SRVB_{id}", subjects = ["srvb{id}.parked"] }}
     assert!(
         log.contains("ana") && log.contains("requeue") && log.contains("stream created"),
         "{log}"
+    );
+
+    // A reminder due in an hour: on the scheduled page, run now, confirm, and watch it go.
+    let uow = outbox.begin(db.conn(), &OrderingContracts).await.unwrap();
+    uow.raise_scheduled(
+        OrderingEvent::Noted {
+            order_id: "o-remind".into(),
+            n: 8,
+        },
+        Schedule::after(Duration::from_secs(3600)).key("o-remind/payment"),
+    );
+    let reminder = uow.commit().await.unwrap().scheduled[0];
+    browser.goto(&root).await.unwrap();
+    wait_for(&browser, Locator::Css("td.scheduled")).await;
+    assert_eq!(text(&browser, "td.scheduled a").await, "1");
+    click(&browser, Locator::LinkText("Scheduled")).await;
+    wait_for(&browser, Locator::Css("#scheduled")).await;
+    assert!(
+        text(&browser, "#scheduled")
+            .await
+            .contains("o-remind/payment")
+    );
+    screenshot(&browser, "scheduled.png").await;
+    click(
+        &browser,
+        Locator::Css(&format!(
+            "tr[data-message-id='{reminder}'] form.run-now button"
+        )),
+    )
+    .await;
+    assert_eq!(
+        browser.get_alert_text().await.unwrap(),
+        "Make this row due now?"
+    );
+    browser.accept_alert().await.unwrap();
+    let sent = eventually(Duration::from_secs(30), || async {
+        match jetstream.get_stream(&fixed).await {
+            Ok(mut stream) => stream
+                .info()
+                .await
+                .is_ok_and(|info| info.state.messages == 2),
+            Err(_) => false,
+        }
+    })
+    .await;
+    assert!(sent, "the reminder was not published: {}", service.log());
+    assert!(ops.scheduled(None, 10).await.unwrap().is_empty());
+    browser
+        .goto(&format!("{root}/relays/orders/operator-log"))
+        .await
+        .unwrap();
+    wait_for(&browser, Locator::Css("table.operator-log")).await;
+    assert!(
+        text(&browser, "table.operator-log")
+            .await
+            .contains("run-now")
     );
 
     browser.close().await.unwrap();

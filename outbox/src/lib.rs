@@ -53,7 +53,7 @@ pub mod schema {
 
 /// Events due later: [`Schedule`](schedule::Schedule) and [`Due`](schedule::Due), taken by
 /// [`RaiseLater`]; how rows wait and when they move is in
-/// [`outbox_seaorm::schedule`](outbox_seaorm::schedule).
+/// [`outbox_seaorm::schedule`].
 pub mod schedule {
     pub use outbox_core::schedule::*;
 }

@@ -158,9 +158,12 @@ pub(super) async fn scheduled(db: &DatabaseConnection, args: &RelayArgs) -> Resu
     Ok(())
 }
 
+/// A row's payload number `n` and when it was published.
+type Arrival = (i64, chrono::DateTime<chrono::Utc>);
+
 /// Records when each row's payload number `n` was published.
 #[derive(Clone, Default)]
-struct Arrivals(Arc<Mutex<Vec<(i64, chrono::DateTime<chrono::Utc>)>>>);
+struct Arrivals(Arc<Mutex<Vec<Arrival>>>);
 
 impl Publisher for Arrivals {
     async fn publish(&self, batch: &[Envelope]) -> BatchOutcome {

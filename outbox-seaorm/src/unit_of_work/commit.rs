@@ -252,6 +252,12 @@ struct Emitted {
     raised_at: DateTime<Utc>,
 }
 
+/// A row due later: when, and its key.
+struct Later {
+    due: DateTime<Utc>,
+    key: Option<String>,
+}
+
 /// When `envelope` is due under `schedule`, and its key: `None` when due at once (a time
 /// not after `created_at`, the commit's time). Checks the key even then.
 fn due_later(
@@ -259,7 +265,7 @@ fn due_later(
     schedule: Schedule,
     raised_at: DateTime<Utc>,
     created_at: DateTime<Utc>,
-) -> Result<Option<(DateTime<Utc>, Option<String>)>, CommitError> {
+) -> Result<Option<Later>, CommitError> {
     let refuse = |problem| CommitError::Schedule {
         event_type: envelope.event_type.clone(),
         message_id: envelope.message_id,
@@ -285,7 +291,10 @@ fn due_later(
     if due <= created_at {
         return Ok(None);
     }
-    Ok(Some((due, schedule.key_str().map(str::to_owned))))
+    Ok(Some(Later {
+        due,
+        key: schedule.key_str().map(str::to_owned),
+    }))
 }
 
 /// Maps the raised events to envelopes, stamps them, and prepares their rows: those due
@@ -334,7 +343,7 @@ fn prepare_rows<E>(
             Some(schedule) => due_later(&envelope, schedule, raised_at, created_at)?,
             None => None,
         };
-        if let Some((due, key)) = later {
+        if let Some(Later { due, key }) = later {
             if message_mode {
                 return Err(CommitError::Schedule {
                     event_type: envelope.event_type.clone(),
@@ -359,7 +368,8 @@ fn prepare_rows<E>(
     } else {
         PreparedWrite::Rows(rows)
     };
-    if !outbox.write_mode().runs_on(backend) && !(write.is_empty() && scheduled.is_empty()) {
+    let writes_nothing = write.is_empty() && scheduled.is_empty();
+    if !outbox.write_mode().runs_on(backend) && !writes_nothing {
         return Err(CommitError::WriteModeUnsupported {
             mode: outbox.write_mode().as_str(),
             backend: dialect::name(backend),

@@ -76,6 +76,7 @@ pub(crate) struct FileRelay {
     pub(crate) lease_ttl: Option<String>,
     pub(crate) heartbeat_interval: Option<String>,
     pub(crate) publish_timeout: Option<String>,
+    pub(crate) schedule_interval: Option<String>,
     /// A duration, or `"forever"`.
     pub(crate) retention: Option<String>,
     pub(crate) worker_keys: Option<Vec<String>>,

@@ -77,6 +77,9 @@ pub(crate) fn check_log(
         if file.retention.is_some() {
             config.retention = relay.retention;
         }
+        if file.schedule_interval.is_some() {
+            config.schedule_interval = relay.schedule_interval;
+        }
         config.instance_id.clone_from(&relay.instance_id);
     }
     for problem in config.problems() {

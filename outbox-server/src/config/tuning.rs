@@ -57,7 +57,7 @@ pub(crate) fn check_relay_config(
     if let Some(attempts) = file.max_attempts {
         config.max_attempts = attempts;
     }
-    let durations: [(&str, &Option<String>, &mut Duration); 4] = [
+    let durations: [(&str, &Option<String>, &mut Duration); 5] = [
         (
             "poll_interval",
             &file.poll_interval,
@@ -73,6 +73,11 @@ pub(crate) fn check_relay_config(
             "publish_timeout",
             &file.publish_timeout,
             &mut config.publish_timeout,
+        ),
+        (
+            "schedule_interval",
+            &file.schedule_interval,
+            &mut config.schedule_interval,
         ),
     ];
     for (name, text, target) in durations {

@@ -5,7 +5,8 @@
 //! ```sql
 //! SELECT seq FROM outbox_scheduled WHERE next_attempt_at <= :now
 //!   ORDER BY next_attempt_at, seq LIMIT :limit
-//!   FOR UPDATE                                              -- PostgreSQL, MariaDB
+//!   FOR UPDATE                                              -- PostgreSQL (MariaDB: by
+//!                                                           -- primary key, see below)
 //! INSERT INTO outbox (<columns>) SELECT <columns>, 'pending', 0 FROM outbox_scheduled
 //!   WHERE seq IN (…) ORDER BY next_attempt_at, seq
 //! DELETE FROM outbox WHERE message_id IN (SELECT message_id FROM outbox_scheduled
@@ -72,6 +73,14 @@ impl Store {
     }
 
     /// The `seq`s of up to `limit` scheduled rows due at `now`, earliest first, locked.
+    ///
+    /// MariaDB in two steps, as the claim does (see `claim_mysql`): a locking read through
+    /// the due index leaves InnoDB locks on its secondary entries, which the other mover's
+    /// `DELETE` then waits for while it waits for ours — a deadlock (the scheduled test
+    /// `many_due_rows_move_once_each_in_due_order` hit it). So: (1) a plain read of the
+    /// candidate `seq`s through the due index; (2) a locking read of those rows through the
+    /// primary key only, which waits for another mover's commit and then finds its rows
+    /// gone.
     async fn due_scheduled<C: ConnectionTrait>(
         &self,
         conn: &C,
@@ -80,28 +89,42 @@ impl Store {
     ) -> Result<Vec<i64>, DbErr> {
         let c = self.outbox.columns();
         let q = |name: &str| quote(self.backend, name);
+        let order = format!(" ORDER BY {}, {}", q(c.next_attempt_at), q(c.seq));
         let mut sql = self.sql();
         sql.push(&format!("SELECT {} AS seq FROM ", q(c.seq)))
             .table(self.outbox.scheduled_table())
             .push(&format!(" WHERE {} <= ", q(c.next_attempt_at)))
             .bind(self.ts(now))
-            .push(&format!(
-                " ORDER BY {}, {} LIMIT ",
-                q(c.next_attempt_at),
-                q(c.seq)
-            ))
+            .push(&order)
+            .push(" LIMIT ")
             .bind(Value::BigInt(Some(
                 i64::try_from(limit).unwrap_or(i64::MAX),
             )));
-        if self.backend != DbBackend::Sqlite {
+        match self.backend {
             // Waiting, not skipping: a second mover waits for the first's commit and then
             // takes the rows after its rows, so the `seq`s follow due order across movers.
-            sql.push(" FOR UPDATE");
+            DbBackend::Postgres => {
+                sql.push(" FOR UPDATE");
+            }
+            DbBackend::MySql => {
+                let candidates = read_seqs(conn, sql).await?;
+                if candidates.is_empty() {
+                    return Ok(candidates);
+                }
+                let mut sql = self.sql();
+                sql.push(&format!("SELECT {} AS seq FROM ", q(c.seq)))
+                    .table(self.outbox.scheduled_table())
+                    .push(" FORCE INDEX (PRIMARY) WHERE ")
+                    .seq_in(&q(c.seq), &candidates)
+                    .push(&format!(" AND {} <= ", q(c.next_attempt_at)))
+                    .bind(self.ts(now))
+                    .push(&order)
+                    .push(" FOR UPDATE");
+                return read_seqs(conn, sql).await;
+            }
+            _ => {}
         }
-        let rows = conn.query_all_raw(sql.build()).await?;
-        rows.iter()
-            .map(|row| dialect::read_i64(row, "seq"))
-            .collect()
+        read_seqs(conn, sql).await
     }
 
     /// `INSERT INTO <outbox> (<columns>) SELECT … FROM <scheduled> WHERE seq IN (…) ORDER
@@ -155,6 +178,17 @@ impl Store {
             .push(")");
         sql.build()
     }
+}
+
+/// The `seq` column of every row `sql` returns.
+async fn read_seqs<C: ConnectionTrait>(
+    conn: &C,
+    sql: crate::sql::statement::Sql,
+) -> Result<Vec<i64>, DbErr> {
+    let rows = conn.query_all_raw(sql.build()).await?;
+    rows.iter()
+        .map(|row| dialect::read_i64(row, "seq"))
+        .collect()
 }
 
 #[cfg(test)]
