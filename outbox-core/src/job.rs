@@ -36,11 +36,20 @@
 //! applies to a crash *between* a successful handler and its mark: give non-retryable
 //! handlers an idempotency key too.
 //!
-//! # Timeouts
+//! # Deadlines and timeouts
 //!
-//! The relay bounds each batch by its publish timeout. When a batch of jobs exceeds it, every
-//! job of the batch counts as failed with a timeout (non-retryable ones go `failed`): give
-//! job relays a small batch size and a publish timeout above the batch's worst case.
+//! A job's **deadline** ([`JobDispatcherBuilder::deadline`], per contract
+//! [`deadline_for`](JobDispatcherBuilder::deadline_for)) cancels that job alone when it runs
+//! too long: a failed attempt ([`JobFailure::DeadlineExceeded`]). The relay also bounds each
+//! batch by its publish timeout; when a whole batch exceeds it, every job of the batch counts
+//! as failed with a timeout (non-retryable ones go `failed`): set deadlines, and a publish
+//! timeout above the batch size times the longest deadline.
+//!
+//! # Snoozing
+//!
+//! A handler that is not ready returns [`JobError::snooze_until`] or
+//! [`JobError::snooze_for`]: the row becomes due again at that time and no attempt is
+//! counted ([`PublishErrorKind::Snoozed`]).
 //!
 //! # Example
 //!
@@ -99,7 +108,9 @@ use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use futures_util::FutureExt as _;
 use tracing::Instrument as _;
 
@@ -108,6 +119,7 @@ use crate::event::IntegrationEvent;
 use crate::publish::{
     BatchOutcome, MessageOutcome, PublishError, PublishErrorKind, Publisher, publish_in_order,
 };
+use crate::schedule::Due;
 
 /// Whether a failed job may succeed when run again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -119,6 +131,9 @@ pub enum JobErrorKind {
     /// Running it again cannot help (an invalid address): the row goes `dead` at once (or
     /// `failed` when the row is not retryable).
     Permanent,
+    /// Not a failure: run the job again later ([`JobError::snooze_until`],
+    /// [`JobError::snooze_for`]), without counting an attempt.
+    Snoozed,
 }
 
 /// A job handler's failure, classified by its [`kind`](Self::kind).
@@ -138,25 +153,69 @@ pub struct JobError {
     message: String,
     #[source]
     source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+    snooze: Option<Due>,
 }
 
 impl JobError {
+    fn new(kind: JobErrorKind, message: String, snooze: Option<Due>) -> Self {
+        Self {
+            kind,
+            message,
+            source: None,
+            snooze,
+        }
+    }
+
     /// A failure that running the job again may fix.
     pub fn retryable(message: impl Into<String>) -> Self {
-        Self {
-            kind: JobErrorKind::Retryable,
-            message: message.into(),
-            source: None,
-        }
+        Self::new(JobErrorKind::Retryable, message.into(), None)
     }
 
     /// A failure that running the job again cannot fix.
     pub fn permanent(message: impl Into<String>) -> Self {
-        Self {
-            kind: JobErrorKind::Permanent,
-            message: message.into(),
-            source: None,
-        }
+        Self::new(JobErrorKind::Permanent, message.into(), None)
+    }
+
+    /// "Try again at `at`": the row becomes due at `at` and **no attempt is counted** (River's
+    /// `JobSnooze`). For a job that is not ready yet — a rate limit's `Retry-After`, a
+    /// payment still being settled. A time not in the future makes the job due again at
+    /// once; a non-retryable job may snooze too (it did not act).
+    ///
+    /// The relays move a snoozed job to the scheduled table until then: it leaves its
+    /// aggregate's order like a scheduled event (the aggregate's later jobs go on) and
+    /// comes back with its attempts so far (book: The job queue, Snoozing and deadlines).
+    ///
+    /// ```
+    /// use outbox_kernel::job::{JobError, JobErrorKind};
+    /// use outbox_kernel::schedule::Due;
+    ///
+    /// let at = "2026-12-08T09:00:00Z".parse().unwrap();
+    /// let snooze = JobError::snooze_until(at);
+    /// assert_eq!(snooze.kind(), JobErrorKind::Snoozed);
+    /// assert_eq!(snooze.snooze(), Some(Due::At(at)));
+    /// assert!(!snooze.is_permanent());
+    /// ```
+    pub fn snooze_until(at: DateTime<Utc>) -> Self {
+        Self::new(
+            JobErrorKind::Snoozed,
+            format!("snoozed until {}", at.to_rfc3339()),
+            Some(Due::At(at)),
+        )
+    }
+
+    /// "Try again in `delay`", measured by the relay's clock when it reads the outcome; see
+    /// [`snooze_until`](Self::snooze_until).
+    pub fn snooze_for(delay: Duration) -> Self {
+        Self::new(
+            JobErrorKind::Snoozed,
+            format!("snoozed for {delay:?}"),
+            Some(Due::After(delay)),
+        )
+    }
+
+    /// When a snoozed job asks to run again; `None` for a failure.
+    pub fn snooze(&self) -> Option<Due> {
+        self.snooze
     }
 
     /// Attaches the underlying error (kept as the [`source`](std::error::Error::source)).
@@ -211,6 +270,13 @@ pub enum JobFailure {
         /// The panic message, when it was a string.
         message: String,
     },
+    /// The handler ran past its deadline ([`JobDispatcherBuilder::deadline`]) and was
+    /// cancelled: a failed attempt (a timeout; a non-retryable job goes `failed`).
+    #[error("job handler ran past its deadline of {deadline:?} and was cancelled")]
+    DeadlineExceeded {
+        /// The deadline.
+        deadline: Duration,
+    },
 }
 
 impl JobFailure {
@@ -218,9 +284,16 @@ impl JobFailure {
     /// a panic, permanent otherwise; `self` is its source.
     pub fn into_publish_error(self) -> PublishError {
         let kind = match &self {
-            Self::Handler(error) if !error.is_permanent() => PublishErrorKind::Unavailable,
+            Self::Handler(error) => match (error.kind, error.snooze) {
+                (JobErrorKind::Snoozed, Some(due)) => {
+                    return PublishError::snoozed(due).with_source(self);
+                }
+                (JobErrorKind::Permanent, _) => PublishErrorKind::Rejected,
+                _ => PublishErrorKind::Unavailable,
+            },
             Self::Panicked { .. } => PublishErrorKind::Unavailable,
-            _ => PublishErrorKind::Rejected,
+            Self::DeadlineExceeded { .. } => PublishErrorKind::Timeout,
+            Self::NoHandler { .. } | Self::Undecodable { .. } => PublishErrorKind::Rejected,
         };
         PublishError::new(kind, self.to_string()).with_source(self)
     }
@@ -239,6 +312,19 @@ pub enum JobDispatcherError {
     /// No handler at all: every job would go dead.
     #[error("a job dispatcher needs at least one handler")]
     NoHandlers,
+    /// A deadline of zero: every job would be cancelled before it starts.
+    #[error("a job deadline must be above zero (event type: {})", event_type.unwrap_or("every handler"))]
+    ZeroDeadline {
+        /// The event type of [`deadline_for`](JobDispatcherBuilder::deadline_for), `None` for
+        /// the default [`deadline`](JobDispatcherBuilder::deadline).
+        event_type: Option<&'static str>,
+    },
+    /// A deadline for an event type that has no handler (a typo would go unnoticed).
+    #[error("a deadline for event type `{event_type}`, which has no handler")]
+    DeadlineWithoutHandler {
+        /// The event type.
+        event_type: &'static str,
+    },
 }
 
 type JobFuture = Pin<Box<dyn Future<Output = Result<(), JobError>> + Send + 'static>>;
@@ -271,6 +357,8 @@ where
 #[derive(Default)]
 pub struct JobDispatcherBuilder {
     handlers: Vec<(&'static str, Box<dyn ErasedHandler>)>,
+    deadline: Option<Duration>,
+    deadlines: Vec<(&'static str, Duration)>,
 }
 
 impl fmt::Debug for JobDispatcherBuilder {
@@ -306,20 +394,57 @@ impl JobDispatcherBuilder {
         self
     }
 
-    /// Checks the handlers and builds the dispatcher.
+    /// The longest any job may run (default: no deadline of its own, only the relay's
+    /// publish timeout over the whole batch). A job still running at its deadline is
+    /// cancelled — its future dropped at its next `.await` — and counts as a failed attempt
+    /// ([`JobFailure::DeadlineExceeded`], a timeout: retried after the backoff, or `failed`
+    /// when the job is not retryable). Code that blocks the thread without awaiting cannot
+    /// be cancelled: give such work to `spawn_blocking` and await it.
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// The deadline of contract `C`'s jobs, over the default [`deadline`](Self::deadline).
+    pub fn deadline_for<C: IntegrationEvent>(mut self, deadline: Duration) -> Self {
+        self.deadlines.push((C::EVENT_TYPE, deadline));
+        self
+    }
+
+    /// Checks the handlers and deadlines and builds the dispatcher.
     ///
     /// # Errors
     /// [`JobDispatcherError::DuplicateHandler`] for two handlers of one event type,
-    /// [`JobDispatcherError::NoHandlers`] for none.
+    /// [`JobDispatcherError::NoHandlers`] for none, [`JobDispatcherError::ZeroDeadline`]
+    /// for a deadline of zero, [`JobDispatcherError::DeadlineWithoutHandler`] for a deadline
+    /// of an event type without a handler.
     pub fn build(self) -> Result<JobDispatcher, JobDispatcherError> {
         if self.handlers.is_empty() {
             return Err(JobDispatcherError::NoHandlers);
         }
+        if self.deadline == Some(Duration::ZERO) {
+            return Err(JobDispatcherError::ZeroDeadline { event_type: None });
+        }
         let mut handlers = BTreeMap::new();
         for (event_type, handler) in self.handlers {
-            if handlers.insert(event_type, handler).is_some() {
+            let registered = Registered {
+                handler,
+                deadline: self.deadline,
+            };
+            if handlers.insert(event_type, registered).is_some() {
                 return Err(JobDispatcherError::DuplicateHandler { event_type });
             }
+        }
+        for (event_type, deadline) in self.deadlines {
+            if deadline.is_zero() {
+                return Err(JobDispatcherError::ZeroDeadline {
+                    event_type: Some(event_type),
+                });
+            }
+            let Some(registered) = handlers.get_mut(event_type) else {
+                return Err(JobDispatcherError::DeadlineWithoutHandler { event_type });
+            };
+            registered.deadline = Some(deadline);
         }
         Ok(JobDispatcher {
             handlers: Arc::new(handlers),
@@ -327,10 +452,16 @@ impl JobDispatcherBuilder {
     }
 }
 
+/// A handler and its deadline.
+struct Registered {
+    handler: Box<dyn ErasedHandler>,
+    deadline: Option<Duration>,
+}
+
 /// Runs outbox rows as local jobs; see the [module documentation](self). Cheap to clone.
 #[derive(Clone)]
 pub struct JobDispatcher {
-    handlers: Arc<BTreeMap<&'static str, Box<dyn ErasedHandler>>>,
+    handlers: Arc<BTreeMap<&'static str, Registered>>,
 }
 
 impl fmt::Debug for JobDispatcher {
@@ -358,7 +489,7 @@ impl JobDispatcher {
     /// # Errors
     /// A [`PublishError`] whose source is the [`JobFailure`].
     pub async fn dispatch(&self, envelope: &Envelope) -> MessageOutcome {
-        let Some(handler) = self.handlers.get(envelope.event_type.as_str()) else {
+        let Some(registered) = self.handlers.get(envelope.event_type.as_str()) else {
             tracing::error!(
                 message_id = %envelope.message_id,
                 event_type = %envelope.event_type,
@@ -370,7 +501,8 @@ impl JobDispatcher {
             }
             .into_publish_error());
         };
-        let job = handler
+        let job = registered
+            .handler
             .start(envelope)
             .map_err(|source| JobFailure::Undecodable { source }.into_publish_error())?;
         let span = tracing::info_span!(
@@ -378,14 +510,33 @@ impl JobDispatcher {
             message_id = %envelope.message_id,
             event_type = %envelope.event_type,
         );
-        let outcome = match AssertUnwindSafe(job).catch_unwind().instrument(span).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(error)) => Err(JobFailure::Handler(error)),
-            Err(panic) => Err(JobFailure::Panicked {
+        let run = AssertUnwindSafe(job).catch_unwind().instrument(span);
+        let finished = match registered.deadline {
+            None => Ok(run.await),
+            Some(deadline) => tokio::time::timeout(deadline, run)
+                .await
+                .map_err(|_| JobFailure::DeadlineExceeded { deadline }),
+        };
+        let outcome = match finished {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(error))) => Err(JobFailure::Handler(error)),
+            Ok(Err(panic)) => Err(JobFailure::Panicked {
                 message: crate::__private::panic_message(panic.as_ref()),
             }),
+            Err(deadline) => Err(deadline),
         };
         outcome.map_err(|failure| {
+            if let JobFailure::Handler(error) = &failure
+                && error.kind == JobErrorKind::Snoozed
+            {
+                tracing::debug!(
+                    message_id = %envelope.message_id,
+                    event_type = %envelope.event_type,
+                    %error,
+                    "job snoozed"
+                );
+                return failure.into_publish_error();
+            }
             tracing::warn!(
                 message_id = %envelope.message_id,
                 event_type = %envelope.event_type,
@@ -410,6 +561,7 @@ mod tests {
     use super::*;
     use crate::publish::ErrorClass;
     use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 
     #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
     struct MailRequestedV1 {
@@ -573,5 +725,139 @@ mod tests {
             Err(PublishErrorKind::NotAttempted)
         );
         assert!(outcomes[3].is_ok());
+    }
+
+    #[test]
+    fn deadlines_are_validated() {
+        let handler = |_: MailRequestedV1, _: &Envelope| async { Ok(()) };
+        assert_eq!(
+            JobDispatcher::builder()
+                .handler(handler)
+                .deadline(Duration::ZERO)
+                .build()
+                .err(),
+            Some(JobDispatcherError::ZeroDeadline { event_type: None })
+        );
+        assert_eq!(
+            JobDispatcher::builder()
+                .handler(handler)
+                .deadline_for::<MailRequestedV1>(Duration::ZERO)
+                .build()
+                .err(),
+            Some(JobDispatcherError::ZeroDeadline {
+                event_type: Some("test.notifications.mail-requested.v1")
+            })
+        );
+        struct OtherV1;
+        impl serde::Serialize for OtherV1 {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_unit()
+            }
+        }
+        impl<'de> serde::Deserialize<'de> for OtherV1 {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                <()>::deserialize(d).map(|()| OtherV1)
+            }
+        }
+        impl schemars::JsonSchema for OtherV1 {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                "OtherV1".into()
+            }
+            fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                <()>::json_schema(generator)
+            }
+        }
+        impl IntegrationEvent for OtherV1 {
+            const EVENT_TYPE: &'static str = "test.other.thing.v1";
+            const NAME: &'static str = "test.other.thing";
+            const VERSION: u32 = 1;
+            const AGGREGATE_TYPE: &'static str = "thing";
+            const KEY_FIELD: &'static str = "id";
+            fn aggregate_id(&self) -> String {
+                String::new()
+            }
+        }
+        assert_eq!(
+            JobDispatcher::builder()
+                .handler(handler)
+                .deadline_for::<OtherV1>(Duration::from_secs(1))
+                .build()
+                .err(),
+            Some(JobDispatcherError::DeadlineWithoutHandler {
+                event_type: "test.other.thing.v1"
+            })
+        );
+    }
+
+    #[test]
+    fn a_job_past_its_deadline_is_cancelled_and_counts_as_a_timeout() {
+        let finished = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&finished);
+        let jobs = JobDispatcher::builder()
+            .handler(move |mail: MailRequestedV1, _: &Envelope| {
+                let flag = Arc::clone(&flag);
+                async move {
+                    if mail.to == "slow" {
+                        tokio::time::sleep(Duration::from_secs(3600)).await;
+                        flag.store(true, AtomicOrdering::SeqCst);
+                    }
+                    Ok(())
+                }
+            })
+            .deadline(Duration::from_secs(3600 * 24))
+            .deadline_for::<MailRequestedV1>(Duration::from_millis(50))
+            .build()
+            .expect("valid");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("runtime");
+        assert!(rt.block_on(jobs.dispatch(&mail("o-1", "quick"))).is_ok());
+        let error = rt
+            .block_on(jobs.dispatch(&mail("o-1", "slow")))
+            .unwrap_err();
+        assert_eq!(error.kind(), PublishErrorKind::Timeout);
+        assert!(matches!(
+            source(&error),
+            JobFailure::DeadlineExceeded { deadline } if *deadline == Duration::from_millis(50)
+        ));
+        assert!(
+            !finished.load(AtomicOrdering::SeqCst),
+            "the slow job was dropped"
+        );
+    }
+
+    #[test]
+    fn a_snooze_is_not_a_failure() {
+        let at: DateTime<Utc> = "2026-12-08T09:00:00Z".parse().expect("time");
+        let jobs = JobDispatcher::builder()
+            .handler(move |mail: MailRequestedV1, _: &Envelope| async move {
+                match mail.to.as_str() {
+                    "later" => Err(JobError::snooze_until(at)),
+                    _ => Err(JobError::snooze_for(Duration::from_secs(90))),
+                }
+            })
+            .build()
+            .expect("valid");
+        let rt = runtime();
+        let error = rt
+            .block_on(jobs.dispatch(&mail("o-1", "later")))
+            .unwrap_err();
+        assert_eq!(error.kind(), PublishErrorKind::Snoozed);
+        assert_eq!(error.snooze(), Some(Due::At(at)));
+        assert!(!error.is_permanent());
+        let error = rt
+            .block_on(jobs.dispatch(&mail("o-1", "soon")))
+            .unwrap_err();
+        assert_eq!(error.snooze(), Some(Due::After(Duration::from_secs(90))));
+        // A snooze stops its aggregate's later jobs in the batch, like a failure.
+        let outcomes = rt
+            .block_on(jobs.publish(&[mail("a", "later"), mail("a", "later")]))
+            .expect("outcomes");
+        assert_eq!(
+            outcomes[1].as_ref().map_err(PublishError::kind),
+            Err(PublishErrorKind::NotAttempted)
+        );
     }
 }

@@ -16,6 +16,7 @@
 //! | [`PUBLISH_FAILURES`] | counter | `outbox`, `class` | failed publication attempts |
 //! | [`DEAD_LETTERED`] | counter | `outbox`, `event_type` | rows moved to `dead` |
 //! | [`FAILED`] | counter | `outbox`, `event_type` | rows moved to `failed`: a row whose `retryable` flag is off failed once (job-queue mode); each also raised the relay's alert hook |
+//! | [`SNOOZED`] | counter | `outbox`, `event_type` | jobs that asked to run again later (`JobError::snooze_until`); not attempts, not failures |
 //! | [`BATCH_DURATION`] | histogram | `outbox` | seconds per relay batch (claim, publish, mark) |
 //! | [`HELD_ROWS`] | gauge | `outbox` | due rows held back behind an earlier row of their aggregate |
 //! | [`BACKOFF_ROWS`] | gauge | `outbox` | pending rows in backoff after a failed attempt |
@@ -52,6 +53,8 @@ pub const PUBLISH_FAILURES: &str = "outbox_publish_failures_total";
 pub const DEAD_LETTERED: &str = "outbox_dead_lettered_total";
 /// Counter: rows marked `failed` (not retryable, failed once), by `event_type`.
 pub const FAILED: &str = "outbox_failed_total";
+/// Counter: jobs that asked to run again later (label `event_type`; no attempt counted).
+pub const SNOOZED: &str = "outbox_jobs_snoozed_total";
 /// Histogram: duration of a relay batch in seconds.
 pub const BATCH_DURATION: &str = "outbox_relay_batch_duration_seconds";
 /// Histogram: rows claimed per batch.

@@ -51,6 +51,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::envelope::Envelope;
+use crate::schedule::Due;
 
 /// The outcome of one message of a batch: `Ok(())` when the broker accepted it.
 pub type MessageOutcome = Result<(), PublishError>;
@@ -181,13 +182,18 @@ pub enum PublishErrorKind {
     Rejected,
     /// The message exceeds the broker's size limit. Permanent.
     TooLarge,
+    /// Not a failure: a job handler asked to run again later ([`PublishError::snoozed`]).
+    /// The relay makes the row due at the snooze's time without counting an attempt.
+    Snoozed,
 }
 
 impl PublishErrorKind {
     /// The class of this kind of error.
     pub const fn class(self) -> ErrorClass {
         match self {
-            Self::Unavailable | Self::Timeout | Self::NotAttempted => ErrorClass::Transient,
+            Self::Unavailable | Self::Timeout | Self::NotAttempted | Self::Snoozed => {
+                ErrorClass::Transient
+            }
             Self::Rejected | Self::TooLarge => ErrorClass::Permanent,
         }
     }
@@ -200,6 +206,7 @@ impl PublishErrorKind {
             Self::NotAttempted => "not attempted",
             Self::Rejected => "rejected",
             Self::TooLarge => "too large",
+            Self::Snoozed => "snoozed",
         }
     }
 }
@@ -228,6 +235,7 @@ pub struct PublishError {
     kind: PublishErrorKind,
     message: String,
     source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
+    snooze: Option<Due>,
 }
 
 impl fmt::Display for PublishError {
@@ -252,7 +260,39 @@ impl PublishError {
             kind,
             message: message.into(),
             source: None,
+            snooze: None,
         }
+    }
+
+    /// Run again at `due`, without counting an attempt (a job handler's
+    /// [`JobError::snooze_until`](crate::job::JobError::snooze_until)). The relay resolves
+    /// an [`After`](Due::After) delay against its clock; a time not in the future makes the
+    /// row due at once.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use outbox_kernel::publish::{PublishError, PublishErrorKind};
+    /// use outbox_kernel::schedule::Due;
+    ///
+    /// let error = PublishError::snoozed(Due::After(Duration::from_secs(60)));
+    /// assert_eq!(error.kind(), PublishErrorKind::Snoozed);
+    /// assert_eq!(error.snooze(), Some(Due::After(Duration::from_secs(60))));
+    /// assert_eq!(error.to_string(), "snoozed: run again 60s after now");
+    /// ```
+    pub fn snoozed(due: Due) -> Self {
+        let message = match due {
+            Due::At(at) => format!("run again at {}", at.to_rfc3339()),
+            Due::After(delay) => format!("run again {delay:?} after now"),
+        };
+        Self {
+            snooze: Some(due),
+            ..Self::new(PublishErrorKind::Snoozed, message)
+        }
+    }
+
+    /// When a [`Snoozed`](PublishErrorKind::Snoozed) error asks to run again.
+    pub fn snooze(&self) -> Option<Due> {
+        self.snooze
     }
 
     /// The broker is unavailable (transient).

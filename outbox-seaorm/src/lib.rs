@@ -212,6 +212,7 @@ pub mod migration;
 pub mod ops;
 pub mod outage;
 pub mod partition;
+pub mod periodic;
 pub mod record;
 pub mod relay;
 mod retention;
@@ -231,7 +232,7 @@ pub mod wakeup;
 #[cfg(feature = "cli")]
 pub mod cli;
 
-pub use config::{ConfigError, Outbox, OutboxBuilder, WriteMode};
+pub use config::{ConfigError, Outbox, OutboxBuilder, Periodic, WriteMode};
 pub use error::{CommitError, ScheduleProblem, UnitOfWorkError};
 pub use outbox_core as core;
 pub use unit_of_work::{

@@ -33,6 +33,7 @@
 //!     "m20261205_000001_create_log_relay_tables__ordering_outbox",
 //!     "m20261206_000001_create_log_relay_tables_mariadb__ordering_outbox",
 //!     "m20261207_000001_create_scheduled_table__ordering_outbox_scheduled",
+//!     "m20261208_000001_create_periodic_table__ordering_outbox_periodic",
 //! ]);
 //! ```
 //!
@@ -394,8 +395,54 @@ impl MigrationTrait for CreateScheduledTable {
     }
 }
 
+/// Creates the periodic jobs' table beside the outbox table (see [`crate::periodic`]).
+#[derive(Debug, Clone)]
+pub struct CreatePeriodicTable {
+    outbox: Outbox,
+    name: String,
+}
+
+impl CreatePeriodicTable {
+    /// The migration for `outbox`'s periodic table, named
+    /// `m20261208_000001_create_periodic_table__<table>`.
+    pub fn new(outbox: &Outbox) -> Self {
+        Self {
+            name: format!(
+                "m20261208_000001_create_periodic_table__{}",
+                outbox.periodic_table()
+            ),
+            outbox: outbox.clone(),
+        }
+    }
+}
+
+impl MigrationName for CreatePeriodicTable {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for CreatePeriodicTable {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let statements = schema::statements(
+            manager.get_database_backend(),
+            &self.outbox,
+            Tables::Periodic,
+        )?;
+        schema::execute_all(manager.get_connection(), statements).await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let statement =
+            schema::drop_statement(manager.get_database_backend(), self.outbox.periodic_table());
+        schema::execute_all(manager.get_connection(), vec![statement]).await
+    }
+}
+
 /// Every migration of `outbox`: outbox table, inbox table, relay tables, consumer
-/// dead-letter tables, consumer lease tables, log relay tables, the scheduled table.
+/// dead-letter tables, consumer lease tables, log relay tables, the scheduled table, the
+/// periodic table.
 pub fn migrations(outbox: &Outbox) -> Vec<Box<dyn MigrationTrait>> {
     vec![
         Box::new(CreateOutboxTable::new(outbox)),
@@ -406,5 +453,6 @@ pub fn migrations(outbox: &Outbox) -> Vec<Box<dyn MigrationTrait>> {
         Box::new(CreateLogRelayTables::new(outbox)),
         Box::new(CreateLogRelayTables::mariadb(outbox)),
         Box::new(CreateScheduledTable::new(outbox)),
+        Box::new(CreatePeriodicTable::new(outbox)),
     ]
 }

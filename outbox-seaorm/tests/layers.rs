@@ -24,6 +24,7 @@ const FLOORS: &[&[&str]] = &[
         "schema",
         "retention",
         "schedule",
+        "periodic",
         "outage",
         "status_report",
     ],

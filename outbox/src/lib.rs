@@ -36,9 +36,9 @@ pub use outbox_core::*;
 
 pub use outbox_seaorm::{
     CommitError, CommitReport, CommitWakeup, ConfigError, MapperRef, Outbox, OutboxBuilder,
-    PostgresWakeup, ScheduleProblem, UnitOfWork, UnitOfWorkBuilder, UnitOfWorkConnection,
+    Periodic, PostgresWakeup, ScheduleProblem, UnitOfWork, UnitOfWorkBuilder, UnitOfWorkConnection,
     UnitOfWorkError, WriteMode, config, error, inbox, inbox_handler, limits, ops, outage,
-    partition, record, relay, table, trace, unit_of_work, wakeup,
+    partition, periodic, record, relay, table, trace, unit_of_work, wakeup,
 };
 
 /// Job-queue mode: no broker, the relay runs each row as a local job by event type.

@@ -249,6 +249,62 @@ pub async fn scheduled_events_go_out_at_their_time_not_at_commit(
     running.stop().await;
 }
 
+/// A job that snoozes under the log relay ("try again in 2 s"): the relay writes it to the
+/// scheduled table before it acknowledges the batch, its aggregate's later event goes on,
+/// and the mover brings it back at its time, published then with its own message id; the
+/// report counts the snooze, and no row is left waiting.
+pub async fn a_snoozed_job_waits_in_the_scheduled_table(
+    db: &TestDb,
+    outbox: &Outbox,
+    _slot: &str,
+    relay: RelayFor<'_>,
+    live: impl Future<Output = ()>,
+) {
+    use std::collections::HashSet;
+    use std::sync::{Arc, Mutex};
+
+    use outbox_core::schedule::Due;
+    let broker = InProcessBroker::new();
+    let snoozed = Arc::new(Mutex::new(HashSet::new()));
+    let seen = Arc::clone(&snoozed);
+    broker.fail_messages(move |envelope| {
+        let n = envelope.decode::<OrderNotedV2>().ok()?.n;
+        let first = seen.lock().unwrap().insert(envelope.message_id);
+        (n == 1 && first).then(|| PublishError::snoozed(Due::After(Duration::from_secs(2))))
+    });
+    let running = Running::start(
+        relay(outbox, &broker)
+            .schedule_interval(Duration::from_millis(100))
+            .build()
+            .unwrap(),
+    );
+    live.await;
+    let started = tokio::time::Instant::now();
+    let ids = note(db, outbox, "z", 0, 3).await;
+    wait_for(&broker, 2).await;
+    assert_eq!(
+        published_notes(&broker, "z"),
+        [0, 2],
+        "the snoozed job waits"
+    );
+    let ops = Operations::new(db.conn().clone(), outbox.clone());
+    eventually("the snoozed job waits in the scheduled table", async || {
+        ops.find_scheduled(ids[1]).await.unwrap().is_some()
+    })
+    .await;
+    wait_for(&broker, 3).await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "not before its time"
+    );
+    assert_eq!(published_notes(&broker, "z"), [0, 2, 1]);
+    assert_eq!(broker.published()[2].message_id, ids[1]);
+    assert!(ops.find_scheduled(ids[1]).await.unwrap().is_none());
+    let report = running.stop().await;
+    assert_eq!(report.snoozed, 1, "{report:?}");
+    assert_eq!(report.dead_lettered, 0, "{report:?}");
+}
+
 /// Under `Block`, an event the broker refuses goes dead and parks the later events of its
 /// aggregate only (streamed ones too); an operator requeues one dead event (it is published,
 /// then the parked ones, in order) and skips another (never published; the parked ones

@@ -38,6 +38,8 @@ backend_tests!(
     worker_keys_route_rows_to_their_relays,
     unhandled_and_undecodable_jobs_go_dead,
     fast_path_leaves_non_retryable_jobs_to_the_relay,
+    a_snoozed_job_waits_without_spending_an_attempt,
+    a_job_past_its_deadline_is_cancelled_and_counts_as_an_attempt,
 );
 
 // ---- contracts, domain events, mapping ------------------------------------------------
@@ -212,8 +214,19 @@ impl World {
     /// A relay running this world's jobs, with fast test timings and a deterministic
     /// backoff of 100 ms, 200 ms, … on the outbox's manual clock.
     fn relay(&self, db: &TestDb, outbox: &Outbox, id: &str) -> RelayBuilder<JobDispatcher> {
+        self.relay_with(db, outbox, id, self.dispatcher())
+    }
+
+    /// [`relay`](Self::relay) with handlers of the test's own.
+    fn relay_with(
+        &self,
+        db: &TestDb,
+        outbox: &Outbox,
+        id: &str,
+        jobs: JobDispatcher,
+    ) -> RelayBuilder<JobDispatcher> {
         let alerts = Arc::clone(&self.alerts);
-        Relay::builder(db.conn().clone(), outbox.clone(), self.dispatcher())
+        Relay::builder(db.conn().clone(), outbox.clone(), jobs)
             .instance_id(id)
             // Done jobs are kept: the tests read each job's row afterwards.
             .retention(Some(Duration::from_secs(7 * 24 * 3600)))
@@ -758,6 +771,218 @@ async fn fast_path_leaves_non_retryable_jobs_to_the_relay(db: &TestDb) {
 }
 
 // ---- (e) configuration errors ---------------------------------------------------------
+
+/// (g) Snoozing: an e-mail whose handler says "try again in 5 minutes" waits in the
+/// scheduled table until then, with no attempt counted and no error recorded; it left its
+/// aggregate's order, so the same order's next e-mail goes on; nothing runs early, and it
+/// runs again at its time, published with its message id. A non-retryable payout may snooze
+/// too (not `failed`, no alert). A snooze into the past is due at once: it ends the drain
+/// (no loop) and runs at the next one.
+async fn a_snoozed_job_waits_without_spending_an_attempt(db: &TestDb) {
+    let (outbox, clock) = job_outbox();
+    setup(db, &outbox).await;
+    let world = World::new(0);
+    let calls = Arc::new(Mutex::new(Vec::<(String, Uuid)>::new()));
+    let (log, payouts) = (Arc::clone(&calls), Arc::clone(&calls));
+    let snooze_until = t0() + TimeDelta::hours(1);
+    let jobs = JobDispatcher::builder()
+        .handler(
+            move |job: OrderConfirmationRequestedV1, envelope: &Envelope| {
+                let log = Arc::clone(&log);
+                let id = envelope.message_id;
+                async move {
+                    let mut calls = log.lock().unwrap();
+                    let first = !calls.iter().any(|(_, seen)| *seen == id);
+                    calls.push((job.email.clone(), id));
+                    match job.email.as_str() {
+                        "later@example.com" if first => {
+                            Err(JobError::snooze_for(Duration::from_secs(300)))
+                        }
+                        "past@example.com" if first => {
+                            Err(JobError::snooze_until(t0() - TimeDelta::days(1)))
+                        }
+                        _ => Ok(()),
+                    }
+                }
+            },
+        )
+        .handler(move |job: PayoutRequestedV1, envelope: &Envelope| {
+            let log = Arc::clone(&payouts);
+            let id = envelope.message_id;
+            async move {
+                let mut calls = log.lock().unwrap();
+                let first = !calls.iter().any(|(_, seen)| *seen == id);
+                calls.push((job.payout.clone(), id));
+                if first {
+                    Err(JobError::snooze_until(snooze_until))
+                } else {
+                    Ok(())
+                }
+            }
+        })
+        .build()
+        .unwrap();
+    let confirm_to = |order: &str, email: &str| ShopEvent::Confirm {
+        order: order.into(),
+        email: email.into(),
+    };
+    let ids = raise(
+        db,
+        &outbox,
+        vec![
+            confirm_to("o-1", "later@example.com"),
+            confirm_to("o-1", "next@example.com"),
+            payout("o-2", "p-1"),
+        ],
+    )
+    .await;
+    let mut relay = world
+        .relay_with(db, &outbox, "jobs-1", jobs)
+        .worker_keys(["notifications", "payments"])
+        .build()
+        .unwrap();
+    let ops = Operations::new(db.conn().clone(), outbox.clone());
+    let first = relay.drain().await.unwrap();
+    assert_eq!(
+        (first.snoozed, first.published, first.retried, first.failed),
+        (2, 0, 0, 0),
+        "{first:?}"
+    );
+    let waiting = ops.find_scheduled(ids[0]).await.unwrap().unwrap();
+    assert_eq!(waiting.due_at(), t0() + TimeDelta::minutes(5));
+    assert_eq!(waiting.record.attempts, 0, "a snooze is not an attempt");
+    assert_eq!(waiting.record.last_error, None);
+    assert!(
+        ops.find(ids[0]).await.unwrap().is_none(),
+        "out of the outbox table"
+    );
+    let payout_row = ops.find_scheduled(ids[2]).await.unwrap().unwrap();
+    assert_eq!(payout_row.due_at(), snooze_until, "snoozing is not failing");
+    assert_eq!(payout_row.record.attempts, 0);
+    assert!(world.alerts().is_empty());
+    let ran = |calls: &Arc<Mutex<Vec<(String, Uuid)>>>| {
+        calls
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(what, _)| what.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ran(&calls), ["later@example.com", "p-1"]);
+
+    // The same order's next e-mail goes on: the snoozed one left the order.
+    clock.advance(TimeDelta::minutes(4));
+    assert_eq!(relay.drain().await.unwrap().published, 1);
+    assert_eq!(
+        ran(&calls),
+        ["later@example.com", "p-1", "next@example.com"],
+        "nothing early"
+    );
+
+    clock.advance(TimeDelta::minutes(1));
+    let due = relay.drain().await.unwrap();
+    assert_eq!(due.published, 1, "{due:?}");
+    assert_eq!(ran(&calls)[3], "later@example.com");
+    let done = row(db, &outbox, ids[0]).await;
+    assert_eq!((done.status, done.attempts), (OutboxStatus::Published, 0));
+
+    clock.advance(TimeDelta::hours(1));
+    assert_eq!(relay.drain().await.unwrap().published, 1);
+    let paid = row(db, &outbox, ids[2]).await;
+    assert_eq!((paid.status, paid.attempts), (OutboxStatus::Published, 0));
+    assert!(world.alerts().is_empty());
+
+    // A snooze into the past: due at once, run again by the next drain, not in a loop.
+    let past = raise(db, &outbox, vec![confirm_to("o-3", "past@example.com")]).await;
+    let snoozed = relay.drain().await.unwrap();
+    assert_eq!((snoozed.snoozed, snoozed.published), (1, 0), "{snoozed:?}");
+    let waiting = ops.find_scheduled(past[0]).await.unwrap().unwrap();
+    assert_eq!(waiting.due_at(), clock_now(&clock), "due at once");
+    assert_eq!(relay.drain().await.unwrap().published, 1);
+    assert_eq!(ran(&calls).len(), 7);
+}
+
+/// (h) Deadlines: a job still running at its deadline is cancelled — its future dropped,
+/// its side effect after the await never happens — and counts as a failed attempt (a
+/// timeout, retried after the backoff); a non-retryable job past its deadline goes `failed`
+/// and alerts once. Jobs of other types keep the default deadline.
+async fn a_job_past_its_deadline_is_cancelled_and_counts_as_an_attempt(db: &TestDb) {
+    let (outbox, _clock) = job_outbox();
+    setup(db, &outbox).await;
+    let world = World::new(0);
+    let finished = Arc::new(AtomicU32::new(0));
+    let (mails, payouts) = (Arc::clone(&finished), Arc::clone(&finished));
+    let jobs = JobDispatcher::builder()
+        .handler(move |job: OrderConfirmationRequestedV1, _: &Envelope| {
+            let finished = Arc::clone(&mails);
+            async move {
+                if job.email.starts_with("slow") {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                }
+                finished.fetch_add(1, AtomicOrdering::SeqCst);
+                Ok(())
+            }
+        })
+        .handler(move |_: PayoutRequestedV1, _: &Envelope| {
+            let finished = Arc::clone(&payouts);
+            async move {
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                finished.fetch_add(1, AtomicOrdering::SeqCst);
+                Ok(())
+            }
+        })
+        .deadline(Duration::from_millis(150))
+        .deadline_for::<OrderConfirmationRequestedV1>(Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let ids = raise(
+        db,
+        &outbox,
+        vec![
+            ShopEvent::Confirm {
+                order: "o-1".into(),
+                email: "slow@example.com".into(),
+            },
+            confirm("o-2"),
+            payout("o-3", "p-1"),
+        ],
+    )
+    .await;
+    let mut relay = world
+        .relay_with(db, &outbox, "jobs-1", jobs)
+        .worker_keys(["notifications", "payments"])
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let report = relay.drain().await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "cancelled, not waited for"
+    );
+    assert_eq!(
+        (report.published, report.retried, report.failed),
+        (1, 1, 1),
+        "{report:?}"
+    );
+    assert_eq!(
+        finished.load(AtomicOrdering::SeqCst),
+        1,
+        "only the quick job finished"
+    );
+    let slow = row(db, &outbox, ids[0]).await;
+    assert_eq!((slow.status, slow.attempts), (OutboxStatus::Pending, 1));
+    let error = slow.last_error.unwrap();
+    assert!(error.contains("deadline of 100ms"), "{error}");
+    let payout_row = row(db, &outbox, ids[2]).await;
+    assert_eq!(
+        (payout_row.status, payout_row.attempts),
+        (OutboxStatus::Failed, 1)
+    );
+    assert!(payout_row.last_error.unwrap().contains("deadline of 150ms"));
+    let alerts = world.alerts();
+    assert_eq!(alerts.len(), 1);
+    assert_eq!(alerts[0].envelope.message_id, ids[2]);
+}
 
 #[test]
 fn job_configuration_is_validated() {

@@ -1325,3 +1325,10 @@ outbox_tests::log_relay_case!(
     relay = log_relay,
     live = wait_for_active_slot
 );
+outbox_tests::log_relay_case!(
+    a_snoozed_job_waits_in_the_scheduled_table,
+    open = logical_db,
+    slot = slot_name,
+    relay = log_relay,
+    live = wait_for_active_slot
+);

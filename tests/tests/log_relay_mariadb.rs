@@ -1038,3 +1038,10 @@ outbox_tests::log_relay_case!(
     relay = log_relay,
     live = wait_for_backfill
 );
+outbox_tests::log_relay_case!(
+    a_snoozed_job_waits_in_the_scheduled_table,
+    open = binlog_db,
+    slot = slot_name,
+    relay = log_relay,
+    live = wait_for_backfill
+);

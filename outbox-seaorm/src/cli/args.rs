@@ -34,6 +34,8 @@ pub enum OutboxAction {
     /// Rows waiting for their due time: list, cancel, reschedule, run now (by message id or
     /// key; recorded in the operator log).
     Scheduled(super::scheduled::ScheduledCommand),
+    /// Periodic jobs: schedule, next run, last run and its message id.
+    Periodic(PeriodicArgs),
     /// Delete published rows older than the retention, in batches, one instance at a time.
     Purge(PurgeArgs),
     /// Delete inbox rows received before the retention, in batches, one instance at a time.
@@ -491,4 +493,13 @@ mod tests {
         assert_eq!(args.ids, [3, 7]);
         assert_eq!(args.actor, None);
     }
+}
+
+/// Arguments of `outbox periodic`.
+#[derive(Debug, Clone, Args)]
+#[non_exhaustive]
+pub struct PeriodicArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub format: OutputFormat,
 }

@@ -181,6 +181,11 @@ impl OutboxCommand {
                 Ok(Outcome::Success)
             }
             OutboxAction::Scheduled(command) => scheduled(ops, &command.action, out).await,
+            OutboxAction::Periodic(args) => {
+                let rows = ops.periodic().await?;
+                output::periodic::list(out, &rows, args.format == OutputFormat::Json)?;
+                Ok(Outcome::Success)
+            }
             OutboxAction::InboxDead(command) => inbox_dead(ops, &command.action, out).await,
             #[cfg(log_relay)]
             OutboxAction::LogDead(command) => log_dead(ops, &command.action, out).await,

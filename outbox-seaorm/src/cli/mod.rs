@@ -11,6 +11,7 @@
 //! my-ops outbox scheduled cancel MESSAGE_ID | --key K  --reason R [--actor A]
 //! my-ops outbox scheduled reschedule MESSAGE_ID | --key K  --at 2026-12-08T09:00:00Z [--reason R] [--actor A]
 //! my-ops outbox scheduled run-now MESSAGE_ID | --key K  [--reason R] [--actor A]
+//! my-ops outbox periodic [--format human|json]
 //! my-ops outbox purge [--older-than 7d] [--batch 1000]
 //! my-ops outbox purge-inbox --older-than 14d [--batch 1000]
 //! my-ops outbox inbox-dead list [--consumer C] [--status dead|requeued|resolved] [--limit N] [--format human|json]
@@ -109,8 +110,8 @@ use args::{StandAlone, StandAloneCommand};
 pub use args::{
     DeadAction, DeadCommand, DeadLetterStatusArg, DeadListArgs, DeadShowArgs, GivenUpStatusArg,
     InboxDeadAction, InboxDeadCommand, InboxDeadListArgs, InboxDeadRequeueArgs, InboxDeadShowArgs,
-    InboxDeadSkipArgs, InboxParkedArgs, OutboxAction, OutboxCommand, PurgeArgs, RequeueArgs,
-    SkipArgs, StatusArgs, parse_duration,
+    InboxDeadSkipArgs, InboxParkedArgs, OutboxAction, OutboxCommand, PeriodicArgs, PurgeArgs,
+    RequeueArgs, SkipArgs, StatusArgs, parse_duration,
 };
 pub use execute::{OutboxCliError, Outcome};
 #[cfg(log_relay)]

@@ -9,6 +9,7 @@ use outbox_core::clock::{Clock, SystemClock};
 
 use super::error::ConfigError;
 use super::job::Job;
+use super::periodic::Periodic;
 use super::write_mode::WriteMode;
 use super::{
     DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, DEFAULT_INBOX_TABLE, DEFAULT_NOTIFY_CHANNEL,
@@ -38,6 +39,7 @@ pub struct OutboxBuilder {
     sqlite_begin_immediate: bool,
     trace_source: TraceContextSource,
     jobs: Vec<Job>,
+    periodic: Vec<Periodic>,
     write_mode: WriteMode,
     metric_labels: Vec<(String, String)>,
 }
@@ -58,6 +60,7 @@ impl Default for OutboxBuilder {
             sqlite_begin_immediate: true,
             trace_source: trace::default_source(),
             jobs: Vec::new(),
+            periodic: Vec::new(),
             write_mode: WriteMode::default(),
             metric_labels: Vec::new(),
         }
@@ -163,6 +166,13 @@ impl OutboxBuilder {
         self
     }
 
+    /// Adds a job enqueued on a cron schedule, once per period across every relay of this
+    /// outbox (see [`crate::periodic`]).
+    pub fn periodic(mut self, periodic: Periodic) -> Self {
+        self.periodic.push(periodic);
+        self
+    }
+
     /// How commits write their envelopes (default [`WriteMode::Table`]): see
     /// [`WriteMode`] for the modes that only the log relay reads.
     pub fn write_mode(mut self, mode: WriteMode) -> Self {
@@ -227,6 +237,22 @@ impl OutboxBuilder {
         if let Some(reason) = self.write_mode.problem() {
             return Err(ConfigError::WriteMode { reason });
         }
+        let now = self.clock.now();
+        let mut periodic: Vec<Periodic> = Vec::with_capacity(self.periodic.len());
+        for job in self.periodic {
+            let job = job.validate(now)?;
+            if periodic.iter().any(|other| other.name() == job.name()) {
+                return Err(ConfigError::DuplicatePeriodic {
+                    name: job.name().to_owned(),
+                });
+            }
+            if self.write_mode.message_prefix().is_some() {
+                return Err(ConfigError::PeriodicInMessageMode {
+                    name: job.name().to_owned(),
+                });
+            }
+            periodic.push(job);
+        }
         let metric_labels = metric_labels(&outbox_table, self.metric_labels)?;
         Ok(Outbox(Arc::new(Settings {
             tables: TableNames::derive(outbox_table, inbox_table),
@@ -244,6 +270,7 @@ impl OutboxBuilder {
             trace_source: self.trace_source,
             statements: StatementCache::default(),
             jobs,
+            periodic,
             write_mode: self.write_mode,
             metric_labels,
         })))

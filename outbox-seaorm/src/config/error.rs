@@ -70,6 +70,46 @@ pub enum ConfigError {
         /// The event type.
         event_type: String,
     },
+    /// A [`Periodic`](super::Periodic) job's name breaks the key grammar
+    /// (`[a-z0-9][a-z0-9._-]*`, at most 100 characters).
+    #[error("invalid periodic job name {name:?}: {reason}")]
+    PeriodicName {
+        /// The rejected name.
+        name: String,
+        /// Which rule it breaks.
+        reason: WorkerKeyError,
+    },
+    /// A periodic job's cron expression does not parse.
+    #[error("periodic job `{name}`: the schedule {schedule:?} does not parse: {reason}")]
+    Cron {
+        /// The periodic job.
+        name: String,
+        /// The expression.
+        schedule: String,
+        /// The parser's message.
+        reason: String,
+    },
+    /// A periodic job's schedule names no time from now on (`0 0 30 2 *`: February 30).
+    #[error("periodic job `{name}`: the schedule {schedule:?} never runs")]
+    CronNeverRuns {
+        /// The periodic job.
+        name: String,
+        /// The expression.
+        schedule: String,
+    },
+    /// Two periodic jobs of one name.
+    #[error("two periodic jobs named `{name}`")]
+    DuplicatePeriodic {
+        /// The name.
+        name: String,
+    },
+    /// Periodic jobs under message mode: their runs are written by the relays, into the
+    /// outbox table, which message mode does not have.
+    #[error("periodic job `{name}`: message mode has no outbox table to enqueue its runs in")]
+    PeriodicInMessageMode {
+        /// The periodic job.
+        name: String,
+    },
     /// An extra metric label ([`OutboxBuilder::metric_label`]) is rejected.
     #[error("invalid metric label `{key}`: {problem}")]
     MetricLabel {

@@ -16,6 +16,7 @@
 //! | SQLite transactions | `BEGIN IMMEDIATE` |
 //! | trace context | [`trace::default_source`] |
 //! | jobs (worker key, `retryable` per event type) | none: every row `worker_key = NULL`, `retryable = true` (see [`crate::job`]) |
+//! | periodic jobs ([`Periodic`]) | none |
 //! | write mode | [`WriteMode::Table`]: rows in the outbox table, kept until published |
 //!
 //! ```
@@ -46,11 +47,13 @@ use outbox_core::clock::SystemClock;
 mod builder;
 mod error;
 mod job;
+mod periodic;
 mod write_mode;
 
 pub use builder::OutboxBuilder;
 pub use error::ConfigError;
 pub use job::Job;
+pub use periodic::Periodic;
 pub use write_mode::{DEFAULT_MESSAGE_PREFIX, MAX_MESSAGE_PREFIX_LEN, WriteMode};
 
 use crate::backend::StatementCache;
@@ -96,6 +99,8 @@ struct Settings {
     statements: StatementCache,
     /// Job entries by event type.
     jobs: BTreeMap<String, Job>,
+    /// Periodic jobs, in the order added.
+    periodic: Vec<Periodic>,
     /// How commits write their envelopes.
     write_mode: WriteMode,
     /// `outbox = <table>` and the extra labels of the builder.
@@ -265,6 +270,17 @@ impl Outbox {
     /// Every job entry, by event type.
     pub fn jobs(&self) -> impl Iterator<Item = &Job> {
         self.0.jobs.values()
+    }
+
+    /// The periodic jobs, in the order added ([`OutboxBuilder::periodic`]).
+    pub fn periodic_jobs(&self) -> &[Periodic] {
+        &self.0.periodic
+    }
+
+    /// The periodic jobs' table beside the outbox table (`<outbox>_periodic`, see
+    /// [`crate::periodic`]): each job's next and last run.
+    pub fn periodic_table(&self) -> &TableName {
+        &self.0.tables.periodic
     }
 }
 

@@ -54,6 +54,7 @@ mod instances;
 #[cfg(log_relay)]
 mod log;
 mod operations;
+mod periodic;
 mod purge;
 mod scheduled;
 mod status;

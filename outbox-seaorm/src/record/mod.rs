@@ -17,8 +17,10 @@ pub mod log_dead_letter;
 pub mod log_slot;
 pub(crate) mod operator_action;
 pub(crate) mod parked;
+mod periodic;
 mod scheduled;
 
+pub use periodic::PeriodicRecord;
 pub use scheduled::ScheduledRecord;
 
 /// One outbox row: the envelope and the relay's bookkeeping.

@@ -34,7 +34,20 @@ pub(crate) enum Mark {
         attempts: i32,
         error: PublishError,
     },
+    /// A job asked to run again at `at` ([`PublishErrorKind::Snoozed`]): no attempt counted;
+    /// the row waits in the scheduled table (a pending row that never failed is due at once,
+    /// whatever its `next_attempt_at`).
+    Snoozed {
+        at: DateTime<Utc>,
+    },
     Untouched,
+}
+
+/// When a snoozed row is due again: its snooze resolved against `now`, at once for a time
+/// not in the future; `None` when it is beyond what the column holds ([`crate::limits::MAX_DUE`]).
+fn snoozed_until(error: &PublishError, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let at = error.snooze()?.resolve(now)?;
+    (at <= crate::limits::MAX_DUE).then_some(at.max(now))
 }
 
 pub(super) fn to_delta(duration: Duration) -> TimeDelta {
@@ -133,7 +146,7 @@ pub(crate) async fn decide<P: Publisher + ?Sized>(
         let mut transient = outcomes
             .iter()
             .filter_map(|outcome| outcome.as_ref().err())
-            .filter(|error| !error.is_permanent());
+            .filter(|error| !error.is_permanent() && error.kind() != PublishErrorKind::Snoozed);
         let first = transient.next();
         health.observe(published, first.map_or(0, |_| 1 + transient.count()), first);
     }
@@ -156,6 +169,36 @@ pub(crate) async fn decide<P: Publisher + ?Sized>(
         let _entered = span.enter();
         let behind_failure = ordered && !stopped.is_empty() && stopped.contains(&key);
         let mark = match outcome {
+            // Not a failure: due again later, no attempt counted; the row leaves its
+            // aggregate's order for the scheduled table (the rest of this batch's rows of
+            // the aggregate wait for the next batch).
+            Err(error) if error.kind() == PublishErrorKind::Snoozed && !behind_failure => {
+                if ordered {
+                    stopped.insert(key);
+                }
+                match snoozed_until(&error, now) {
+                    Some(at) => {
+                        tracing::debug!(seq = row.seq, %at, "job snoozed");
+                        Mark::Snoozed { at }
+                    }
+                    None => {
+                        let attempts = row.attempts.saturating_add(1);
+                        let error = format!(
+                            "{error}: beyond the latest due time a row may have ({})",
+                            crate::limits::MAX_DUE
+                        );
+                        tracing::warn!(seq = row.seq, %error, "snooze refused: a failed attempt");
+                        Mark::Retry {
+                            attempts,
+                            at: now
+                                + to_delta(
+                                    config.backoff.delay(u32::try_from(attempts).unwrap_or(1)),
+                                ),
+                            error,
+                        }
+                    }
+                }
+            }
             // A row that must not run twice automatically: any attempted failure is final,
             // whatever its class (a timeout may mean it happened).
             Err(error) if !row.retryable && error.kind() != PublishErrorKind::NotAttempted => {
@@ -227,6 +270,7 @@ pub(crate) async fn decide<P: Publisher + ?Sized>(
                 Mark::Retry { .. } => "retry",
                 Mark::Dead { .. } => "dead",
                 Mark::Failed { .. } => "failed",
+                Mark::Snoozed { .. } => "snoozed",
                 Mark::Untouched => "deferred",
             },
         );
@@ -300,6 +344,10 @@ pub(crate) async fn apply_marks<C: ConnectionTrait>(
                     .await?;
                 report.failed += 1;
             }
+            Mark::Snoozed { at } => {
+                store.snooze_row(conn, row.seq, *at).await?;
+                report.snoozed += 1;
+            }
             Mark::Untouched => report.deferred += 1,
         }
     }
@@ -343,6 +391,14 @@ pub(crate) fn count_marks(labels: &[metrics::Label], rows: &[ClaimedRow], marks:
                     row.event_type().to_owned(),
                 ));
                 metrics::counter!(metric::FAILED, failed).increment(1);
+            }
+            Mark::Snoozed { .. } => {
+                let mut snoozed = labels.to_vec();
+                snoozed.push(metrics::Label::new(
+                    "event_type",
+                    row.event_type().to_owned(),
+                ));
+                metrics::counter!(metric::SNOOZED, snoozed).increment(1);
             }
             Mark::Untouched => {}
         }

@@ -186,6 +186,7 @@ use self::core::Core;
 use self::leases::Leases;
 use crate::config::Outbox;
 use crate::outage::DatabaseOutage;
+use crate::periodic;
 use crate::retention::{self, Purge};
 use crate::schedule;
 use crate::status_report::{self, RelayPolicy};
@@ -361,6 +362,25 @@ impl<P: Publisher + 'static> Relay<P> {
         Ok(moved)
     }
 
+    /// Enqueues the runs of the outbox's periodic jobs that are due (see
+    /// [`crate::periodic`]): once per period across every relay; [`run`](Self::run) looks
+    /// every [`schedule_interval`](RelayConfig::schedule_interval), [`drain`](Self::drain)
+    /// first. Returns how many runs were enqueued.
+    ///
+    /// # Errors
+    /// [`RelayError::Database`]: nothing of the failed job's look was written.
+    pub async fn enqueue_periodic(&mut self) -> Result<u64, RelayError> {
+        let now = self.core.now();
+        Ok(periodic::enqueue_due(&self.core.db, &self.core.store, now).await?)
+    }
+
+    /// What comes due with time: periodic runs enqueued, scheduled rows moved.
+    async fn take_due(&mut self) -> Result<(), RelayError> {
+        self.enqueue_periodic().await?;
+        self.promote_scheduled().await?;
+        Ok(())
+    }
+
     /// Publishes until nothing is claimable (or a batch makes no progress) and returns what
     /// it did. Rows waiting for a retry are not waited for, but a row whose retry falls due
     /// while the drain still runs is tried again (with a short backoff and a broker that is
@@ -370,7 +390,7 @@ impl<P: Publisher + 'static> Relay<P> {
     /// [`RelayError::Database`] of the first batch that fails.
     pub async fn drain(&mut self) -> Result<RelayReport, RelayError> {
         self.refresh_leases().await?;
-        self.promote_scheduled().await?;
+        self.take_due().await?;
         let mut total = RelayReport::default();
         if self.core.pipelined() {
             loop {
@@ -429,7 +449,7 @@ impl<P: Publisher + 'static> Relay<P> {
         while !shutdown.is_cancelled() {
             if self.next_schedule.is_none_or(|at| Instant::now() >= at) {
                 let interval = self.core.config.schedule_interval;
-                let wait = match self.promote_scheduled().await {
+                let wait = match self.take_due().await {
                     Ok(_) => {
                         self.outage.succeeded(SCHEDULE);
                         interval

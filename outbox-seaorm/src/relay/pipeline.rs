@@ -287,7 +287,10 @@ impl<P: Publisher + 'static> Core<P> {
             }
             stopped_before =
                 std::mem::replace(&mut stopped, this.not_through(&flight.batch.rows, &marks));
-            more = full && marks.iter().any(|mark| !matches!(mark, Mark::Untouched));
+            more = full
+                && marks
+                    .iter()
+                    .any(|mark| !matches!(mark, Mark::Untouched | Mark::Snoozed { .. }));
             previous = Some(Published { flight, marks });
             match next {
                 Some(Ok(next)) => current = next,
@@ -397,7 +400,7 @@ impl<P: Publisher + 'static> Core<P> {
             .filter(|(_, mark)| match mark {
                 Mark::Published => false,
                 Mark::Dead { .. } | Mark::Failed { .. } => block,
-                Mark::Retry { .. } | Mark::Untouched => true,
+                Mark::Retry { .. } | Mark::Snoozed { .. } | Mark::Untouched => true,
             })
             .map(|(row, _)| {
                 let (aggregate_type, aggregate_id) = row.key();

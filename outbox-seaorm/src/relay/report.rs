@@ -31,6 +31,10 @@ pub struct BatchReport {
     /// Claimed rows left untouched (behind a failed row of their aggregate, or not at the
     /// head of their aggregate).
     pub deferred: usize,
+    /// Jobs that asked to run again later (snoozed; no attempt counted). Not progress: a
+    /// batch of snoozes alone ends a drain, so that a job snoozed into the past runs again
+    /// at the next poll, not in a loop within one drain.
+    pub snoozed: usize,
 }
 
 impl BatchReport {
@@ -54,6 +58,8 @@ pub struct RelayReport {
     pub dead_lettered: usize,
     /// Rows marked `failed` (not retryable, see [`crate::job`]).
     pub failed: usize,
+    /// Jobs snoozed (see [`BatchReport::snoozed`]).
+    pub snoozed: usize,
     /// Batches that failed on a database error (run only; they are retried).
     pub errors: usize,
 }
@@ -65,6 +71,7 @@ impl RelayReport {
         self.retried += batch.retried;
         self.dead_lettered += batch.dead_lettered;
         self.failed += batch.failed;
+        self.snoozed += batch.snoozed;
     }
 
     pub(super) fn merge(&mut self, other: &RelayReport) {
@@ -73,6 +80,7 @@ impl RelayReport {
         self.retried += other.retried;
         self.dead_lettered += other.dead_lettered;
         self.failed += other.failed;
+        self.snoozed += other.snoozed;
         self.errors += other.errors;
     }
 }

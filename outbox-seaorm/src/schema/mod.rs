@@ -77,6 +77,7 @@ mod lease;
 mod log;
 mod outbox;
 mod parked;
+mod periodic;
 mod relay;
 mod scheduled;
 mod types;
@@ -110,6 +111,8 @@ pub(crate) enum Tables {
     Outbox,
     /// The scheduled rows' table beside the outbox table ([`crate::schedule`]).
     Scheduled,
+    /// The periodic jobs' table beside the outbox table ([`crate::periodic`]).
+    Periodic,
     Inbox,
     /// The relay's tables ([`crate::relay::tables`]); needs the outbox table.
     Relay,
@@ -137,6 +140,9 @@ pub(crate) fn statements(
     }
     if matches!(tables, Tables::Scheduled | Tables::Both) {
         statements.extend(scheduled::statements(backend, outbox));
+    }
+    if matches!(tables, Tables::Periodic | Tables::Both) {
+        statements.extend(periodic::statements(backend, outbox));
     }
     if matches!(tables, Tables::Inbox | Tables::Both) {
         statements.extend(inbox::statements(backend, outbox));

@@ -42,6 +42,7 @@ mod lease;
 pub(crate) mod log;
 mod mark;
 pub(crate) mod ops;
+pub(crate) mod periodic;
 mod plan_cache;
 mod record;
 mod retention;

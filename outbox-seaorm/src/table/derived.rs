@@ -45,6 +45,8 @@ pub(crate) struct TableNames {
     pub(crate) inbox: TableName,
     /// The scheduled rows, not yet due: `<outbox>_scheduled`.
     pub(crate) scheduled: TableName,
+    /// The periodic jobs' next and last runs: `<outbox>_periodic`.
+    pub(crate) periodic: TableName,
     /// The relay's tables, next to the outbox table.
     pub(crate) relay: RelayTables,
     /// The consumers' dead letters: `<inbox>_dead_letters`.
@@ -63,6 +65,7 @@ impl TableNames {
         Self {
             relay: RelayTables::next_to(&outbox),
             scheduled: derived(&outbox, "scheduled"),
+            periodic: derived(&outbox, "periodic"),
             dead_letters: derived(&inbox, "dead_letters"),
             parked: derived(&inbox, "parked"),
             consumer_leases: derived(&inbox, "consumer_leases"),

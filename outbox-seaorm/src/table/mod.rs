@@ -63,9 +63,11 @@
 use std::fmt;
 
 mod derived;
+mod periodic;
 
 pub use derived::RelayTables;
 pub(crate) use derived::{TableNames, index_name};
+pub(crate) use periodic::PeriodicColumn;
 
 /// The scheduled table's own column: the user's key of a scheduled row (see
 /// [`crate::schedule`]).

@@ -4,5 +4,6 @@
 pub(super) mod human;
 pub(super) mod json;
 pub(super) mod log_relay;
+pub(super) mod periodic;
 pub(super) mod scheduled;
 mod text;

@@ -12,6 +12,10 @@
 //! or skips the dead one (the relay looks at every heartbeat). A stop in the middle of the
 //! retries acknowledges nothing of the batch: the next start receives it again, with the
 //! same message ids.
+//!
+//! A job that snoozes ([`PublishErrorKind::Snoozed`]) is written to the scheduled table,
+//! due at its snooze's time, before the batch is acknowledged; the relay's mover brings it
+//! back into the outbox table then (out of its aggregate's order, like a scheduled event).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -34,6 +38,7 @@ use super::row::{self, UnreadableRow};
 use crate::record::log_dead_letter::{LogDeadLetter, LogDeadLetterStatus};
 use crate::sql::Store;
 use crate::sql::log::NewLogDeadLetter;
+use crate::sql::scheduled::SnoozeWriteError;
 use crate::table::OutboxColumns;
 
 /// Holding entries a release walk reads at most.
@@ -90,6 +95,8 @@ struct Published {
     dead: Vec<(Envelope, String, u32)>,
     /// Events parked behind an event of their aggregate that died in this batch.
     parked: Vec<Envelope>,
+    /// Jobs that asked to run again later, and when: written to the scheduled table.
+    snoozed: Vec<(Envelope, DateTime<Utc>)>,
     /// `false`: stopped in the middle of the retries (nothing may be acknowledged).
     finished: bool,
 }
@@ -143,10 +150,11 @@ impl<P: Publisher> Publishing<'_, P> {
                     Err(_) => break,
                 }
             }
-            let published = self.publish(&received.envelopes, stop).await;
+            let mut published = self.publish(&received.envelopes, stop).await;
             if !published.finished {
                 return Ok(());
             }
+            self.write_snoozed(&mut published).await?;
             self.write_dead_letters(&published, &received).await?;
             let now = Utc::now();
             for committed_at in &received.commits {
@@ -265,6 +273,17 @@ impl<P: Publisher> Publishing<'_, P> {
                     again.push(index);
                     continue;
                 }
+                if error.kind() == PublishErrorKind::Snoozed {
+                    match self.snoozed_until(&error) {
+                        Ok(at) => outcome.snoozed.push((envelopes[index].clone(), at)),
+                        Err(why) => {
+                            outcome
+                                .dead
+                                .push((envelopes[index].clone(), why, attempts[index]));
+                        }
+                    }
+                    continue;
+                }
                 metrics::counter!(metric::PUBLISH_FAILURES, self.class_labels(error.class()))
                     .increment(1);
                 attempts[index] += 1;
@@ -332,6 +351,61 @@ impl<P: Publisher> Publishing<'_, P> {
         outcomes
     }
 
+    /// When a snoozed job is due again (at once for a time not in the future), or why it
+    /// cannot wait: message mode has no scheduled table, or the time is beyond what a row
+    /// holds. Such a job is dead-lettered for an operator with that reason: nothing is lost.
+    fn snoozed_until(&self, error: &PublishError) -> Result<DateTime<Utc>, String> {
+        if self.message_prefix.is_some() {
+            return Err(format!(
+                "{error}: under message mode there is no scheduled table to wait in \
+                 (requeue it when it is due)"
+            ));
+        }
+        let now = self.store.outbox().clock().now();
+        error
+            .snooze()
+            .and_then(|due| due.resolve(now))
+            .filter(|at| *at <= crate::limits::MAX_DUE)
+            .map(|at| at.max(now))
+            .ok_or_else(|| {
+                format!(
+                    "{error}: beyond the latest due time a row may have ({})",
+                    crate::limits::MAX_DUE
+                )
+            })
+    }
+
+    /// Writes the batch's snoozed jobs to the scheduled table, before the batch is
+    /// acknowledged; a job whose row cannot be stored is dead-lettered instead.
+    async fn write_snoozed(&mut self, published: &mut Published) -> Result<(), LogRelayError> {
+        let now = self.store.outbox().clock().now();
+        for (envelope, at) in std::mem::take(&mut published.snoozed) {
+            match self
+                .store
+                .snooze_to_scheduled(self.db, envelope.clone(), now, at)
+                .await
+            {
+                Ok(()) => {
+                    tracing::debug!(message_id = %envelope.message_id, %at, "log relay: job snoozed");
+                    let mut labels = self.labels.clone();
+                    labels.push(metrics::Label::new(
+                        "event_type",
+                        envelope.event_type.clone(),
+                    ));
+                    metrics::counter!(metric::SNOOZED, labels).increment(1);
+                    self.report.snoozed += 1;
+                }
+                Err(SnoozeWriteError::Database(error)) => return Err(error.into()),
+                Err(SnoozeWriteError::Row(error)) => {
+                    published
+                        .dead
+                        .push((envelope, format!("snoozed, but {error}"), 0));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn class_labels(&self, class: ErrorClass) -> Vec<metrics::Label> {
         let mut labels = self.labels.clone();
         labels.push(metrics::Label::new("class", class.as_str()));
@@ -364,10 +438,11 @@ impl<P: Publisher> Publishing<'_, P> {
                 received.envelopes.push(envelope);
             }
         }
-        let published = self.publish(&received.envelopes, stop).await;
+        let mut published = self.publish(&received.envelopes, stop).await;
         if !published.finished {
             return Ok(false);
         }
+        self.write_snoozed(&mut published).await?;
         self.write_dead_letters(&published, &received).await?;
         Ok(true)
     }

@@ -18,6 +18,8 @@ pub struct LogRelayReport {
     pub backfilled: u64,
     /// Events parked behind a dead event of their aggregate (Block).
     pub parked: u64,
+    /// Jobs that snoozed: written to the scheduled table, due again at their snooze's time.
+    pub snoozed: u64,
     /// Held events published after an operator's requeue or skip (also counted in
     /// `published`).
     pub released: u64,
@@ -38,6 +40,7 @@ impl LogRelayReport {
         self.published += other.published;
         self.backfilled += other.backfilled;
         self.retried += other.retried;
+        self.snoozed += other.snoozed;
         self.dead_lettered += other.dead_lettered;
         self.parked += other.parked;
         self.released += other.released;

@@ -7,7 +7,7 @@
 //!   ORDER BY next_attempt_at, seq LIMIT :limit
 //!   FOR UPDATE                                              -- PostgreSQL (MariaDB: by
 //!                                                           -- primary key, see below)
-//! INSERT INTO outbox (<columns>) SELECT <columns>, 'pending', 0 FROM outbox_scheduled
+//! INSERT INTO outbox (<columns>) SELECT <columns>, 'pending', attempts FROM outbox_scheduled
 //!   WHERE seq IN (…) ORDER BY next_attempt_at, seq
 //! DELETE FROM outbox WHERE message_id IN (SELECT message_id FROM outbox_scheduled
 //!   WHERE seq IN (…))                                       -- remove_after_insert
@@ -128,8 +128,9 @@ impl Store {
     }
 
     /// `INSERT INTO <outbox> (<columns>) SELECT … FROM <scheduled> WHERE seq IN (…) ORDER
-    /// BY next_attempt_at, seq`: every column a commit writes, copied, except `status` and
-    /// `attempts`, which take a new row's literals.
+    /// BY next_attempt_at, seq`: every column a commit writes, copied, except `status`,
+    /// which becomes `pending`. `attempts` is copied: 0 for a row a commit scheduled, the
+    /// attempts so far for a job that snoozed (a snooze counts none, and forgets none).
     fn promote_insert(&self, seqs: &[i64]) -> sea_orm::Statement {
         let c = self.outbox.columns();
         let q = |name: &str| quote(self.backend, name);
@@ -142,7 +143,7 @@ impl Store {
         let selected = inserted
             .iter()
             .map(|column| match column.insert() {
-                Insert::Literal(literal) => literal.to_owned(),
+                Insert::Literal(literal) if *column != Column::Attempts => literal.to_owned(),
                 _ => q(column.name(c)),
             })
             .collect::<Vec<_>>()
@@ -210,7 +211,7 @@ mod tests {
              \"aggregate_type\", \"aggregate_id\", \"partition\", \"correlation_id\", \
              \"causation_id\", \"traceparent\", \"tracestate\", \"headers\", \"occurred_at\", \
              \"payload\", \"next_attempt_at\", \"created_at\", \"worker_key\", \"retryable\", \
-             'pending', 0 FROM \"outbox_scheduled\" WHERE \"seq\" = ANY(CAST($1 AS bigint[])) \
+             'pending', \"attempts\" FROM \"outbox_scheduled\" WHERE \"seq\" = ANY(CAST($1 AS bigint[])) \
              ORDER BY \"next_attempt_at\", \"seq\""
         );
     }
