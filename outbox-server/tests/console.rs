@@ -726,6 +726,25 @@ async fn scheduled_rows_are_listed_run_now_and_cancelled_by_key() {
     }
     let ids = uow.commit().await.unwrap().scheduled;
     let page = "/relays/outbox/scheduled";
+    // A periodic job the service's relays have seen (written by a relay of the service's
+    // own code: the relay service knows no contract).
+    let nightly = Outbox::builder()
+        .periodic(outbox_seaorm::Periodic::new(
+            "nightly-report",
+            "0 3 * * *",
+            |_| outbox_tests::bookstore::OrderNotedV2 {
+                order_id: "report".into(),
+                n: 0,
+            },
+        ))
+        .build()
+        .unwrap();
+    Relay::builder(db.conn().clone(), nightly, InProcessBroker::new())
+        .build()
+        .unwrap()
+        .enqueue_periodic()
+        .await
+        .unwrap();
 
     let mut reader = Client::new(&base);
     assert_eq!(reader.log_in("", READER).await.status, 303);
@@ -748,6 +767,11 @@ async fn scheduled_rows_are_listed_run_now_and_cancelled_by_key() {
         "due order"
     );
     assert!(!list.body.contains(POISON), "keys are escaped");
+    assert!(
+        list.body.contains(r#"<tr data-periodic="nightly-report"><td><code>nightly-report</code></td><td><code>0 3 * * *</code></td>"#),
+        "{}",
+        list.body
+    );
     assert!(!list.body.contains("class=\"run-now\""));
     assert!(list.body.contains("Read-only"));
     let csrf = hidden(&list.body, "csrf").unwrap();

@@ -1,6 +1,7 @@
 //! Rows waiting for their due time (see `outbox_seaorm::schedule`): the list in due order
 //! (all, or those of one key), and for operators, per row and per key, run now and cancel
-//! with a reason — each recorded in the operator log.
+//! with a reason — each recorded in the operator log. Below, the periodic jobs (see
+//! `outbox_seaorm::periodic`): schedule, next run, last run.
 
 use axum::Form;
 use axum::extract::{Path, Query, State};
@@ -40,6 +41,7 @@ pub async fn list(
     let key = filter.key.as_deref().filter(|key| !key.is_empty());
     let rows = ops.scheduled(key, LIST_LIMIT).await?;
     let summary = ops.scheduled_summary().await?;
+    let periodic = ops.periodic().await?;
     let base = &operator.base;
     let page = base.at(&format!("/relays/{relay}/scheduled"));
     let operator_may_act = operator.session.role != Role::Reader;
@@ -100,6 +102,23 @@ pub async fn list(
             @if rows.len() as u64 == LIST_LIMIT { p { "The first " (LIST_LIMIT) " rows by due time; filter by key to see others." } }
         }
         @if !operator_may_act { p.readonly { "Read-only: your role cannot cancel or run scheduled rows." } }
+        @if !periodic.is_empty() {
+            h2 { "Periodic jobs" }
+            table #periodic {
+                thead { tr { th { "Name" } th { "Schedule (UTC)" } th { "Next run" } th { "Last run" } th { "Last message" } } }
+                tbody {
+                    @for job in &periodic {
+                        tr data-periodic=(job.name) {
+                            td { code { (job.name) } }
+                            td { code { (job.schedule) } }
+                            td.next { (time(job.next_run_at)) }
+                            td { @if let Some(at) = job.last_run_at { (time(at)) } @else { "–" } }
+                            td { @if let Some(id) = job.last_message_id { code { (id) } } @else { "–" } }
+                        }
+                    }
+                }
+            }
+        }
     };
     Ok(layout(
         base,

@@ -6,7 +6,9 @@
 //!   so that the claim's rule "a row that never failed is due at once" stays true;
 //! - the log relay writes the envelope there before it acknowledges the batch, replacing any
 //!   row of its message id (a replay after a crash before the acknowledgement snoozes it
-//!   again: one row, the later time).
+//!   again: one row, the later time), and deletes the row the outbox table still holds
+//!   (table mode keeps rows until retention; the mover's insert of the same message id
+//!   would be refused).
 
 use chrono::{DateTime, Utc};
 use outbox_core::Envelope;
@@ -32,7 +34,8 @@ pub(crate) enum SnoozeWriteError {
 
 impl Store {
     /// Writes `envelope` to the scheduled table due at `at` (written at `now`), in one
-    /// transaction with the removal of an earlier row of its message id.
+    /// transaction with the removal of the rows of its message id in the scheduled and
+    /// outbox tables.
     pub(crate) async fn snooze_to_scheduled(
         &self,
         db: &DatabaseConnection,
@@ -43,15 +46,19 @@ impl Store {
         let message_id = envelope.message_id;
         let row = prepare_scheduled(self.backend, &self.outbox, envelope, now, at, None)?;
         let txn = db.begin().await?;
-        let mut sql = self.sql();
-        sql.push("DELETE FROM ")
-            .table(self.outbox.scheduled_table())
-            .push(&format!(
-                " WHERE {} = ",
-                quote(self.backend, self.outbox.columns().message_id)
-            ))
-            .bind(dialect::uuid(self.backend, message_id));
-        txn.execute_raw(sql.build()).await?;
+        // The outbox table keeps its row under the log relay (table mode, until retention):
+        // it goes, or the mover's insert of the same message id would be refused.
+        for table in [self.outbox.scheduled_table(), self.outbox.outbox_table()] {
+            let mut sql = self.sql();
+            sql.push("DELETE FROM ")
+                .table(table)
+                .push(&format!(
+                    " WHERE {} = ",
+                    quote(self.backend, self.outbox.columns().message_id)
+                ))
+                .bind(dialect::uuid(self.backend, message_id));
+            txn.execute_raw(sql.build()).await?;
+        }
         insert_scheduled(&txn, &self.outbox, vec![row]).await?;
         txn.commit().await?;
         Ok(())
