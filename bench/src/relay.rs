@@ -31,6 +31,9 @@
 //! - **scheduled** (issue 36): rows that fell due drained from the scheduled table, with
 //!   1 000 000 rows waiting for next month beside them vs none, and the same rows written
 //!   pending; see [`scheduled`].
+//! - **jobs** (issue 36): jobs/s through a relay with a `JobDispatcher` and a no-op handler
+//!   against the simplest hand-written `SKIP LOCKED` job loop, `--workers` of each; see
+//!   [`jobs`].
 //!
 //! ```text
 //! cargo run --release -p outbox-bench -- relay --database-url postgres://postgres@127.0.0.1:5432/postgres
@@ -38,6 +41,7 @@
 
 mod claim;
 mod drain;
+mod jobs;
 mod latency;
 mod raw;
 mod scheduled;
@@ -70,6 +74,9 @@ pub enum Part {
     /// Draining rows due from the scheduled table, with 1 M rows waiting beside them vs
     /// none.
     Scheduled,
+    /// Jobs/s through `JobDispatcher` (no-op handler) vs the simplest `SKIP LOCKED` job
+    /// loop.
+    Jobs,
 }
 
 /// `--drain-modes`.
@@ -308,6 +315,9 @@ pub async fn run(args: RelayArgs) -> Result<(), BoxError> {
         }
         if matches!(args.part, Part::All | Part::Scheduled) {
             scheduled::scheduled(&db, &args).await?;
+        }
+        if matches!(args.part, Part::All | Part::Jobs) {
+            jobs::jobs(&db, &args).await?;
         }
         db.close().await?;
         Ok::<_, BoxError>(())
