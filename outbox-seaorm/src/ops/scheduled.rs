@@ -196,7 +196,10 @@ impl Operations {
             .scheduled_rows(&txn, which, MAX_ROWS_PER_KEY, true)
             .await?;
         if rows.is_empty() {
-            drop(txn);
+            // Rolled back now, not when dropped: on MariaDB a dropped transaction's
+            // connection went back to the pool still open, holding its metadata locks, and a
+            // later `DROP DATABASE` waited on them for good (the book's example hung).
+            txn.rollback().await?;
             return Err(self.not_waiting(target).await);
         }
         let seqs: Vec<i64> = rows.iter().map(|row| row.record.seq).collect();
