@@ -97,7 +97,7 @@ pub use outbox_core::job::{
 };
 pub use outbox_core::name::{MAX_WORKER_KEY_CHARS, WorkerKeyError};
 
-pub use crate::config::Job;
+pub use crate::config::{Job, Unique, UniqueBy, UniqueScope};
 
 /// A row whose `retryable` flag is off and that failed: what an [`AlertHook`] receives.
 #[derive(Debug, Clone)]

@@ -236,7 +236,8 @@ pub use config::{ConfigError, Outbox, OutboxBuilder, Periodic, WriteMode};
 pub use error::{CommitError, ScheduleProblem, UnitOfWorkError};
 pub use outbox_core as core;
 pub use unit_of_work::{
-    CommitReport, CommitWakeup, MapperRef, UnitOfWork, UnitOfWorkBuilder, UnitOfWorkConnection,
+    AlreadyEnqueued, CommitReport, CommitWakeup, MapperRef, UnitOfWork, UnitOfWorkBuilder,
+    UnitOfWorkConnection,
 };
 pub use wakeup::PostgresWakeup;
 

@@ -34,6 +34,7 @@
 //!     "m20261206_000001_create_log_relay_tables_mariadb__ordering_outbox",
 //!     "m20261207_000001_create_scheduled_table__ordering_outbox_scheduled",
 //!     "m20261208_000001_create_periodic_table__ordering_outbox_periodic",
+//!     "m20261208_000002_create_unique_table__ordering_outbox_unique",
 //! ]);
 //! ```
 //!
@@ -440,9 +441,51 @@ impl MigrationTrait for CreatePeriodicTable {
     }
 }
 
+/// Creates the unique jobs' keys table beside the outbox table (see [`Unique`](crate::job::Unique)).
+#[derive(Debug, Clone)]
+pub struct CreateUniqueTable {
+    outbox: Outbox,
+    name: String,
+}
+
+impl CreateUniqueTable {
+    /// The migration for `outbox`'s periodic table, named
+    /// `m20261208_000002_create_unique_table__<table>`.
+    pub fn new(outbox: &Outbox) -> Self {
+        Self {
+            name: format!(
+                "m20261208_000002_create_unique_table__{}",
+                outbox.unique_table()
+            ),
+            outbox: outbox.clone(),
+        }
+    }
+}
+
+impl MigrationName for CreateUniqueTable {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for CreateUniqueTable {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let statements =
+            schema::statements(manager.get_database_backend(), &self.outbox, Tables::Unique)?;
+        schema::execute_all(manager.get_connection(), statements).await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let statement =
+            schema::drop_statement(manager.get_database_backend(), self.outbox.unique_table());
+        schema::execute_all(manager.get_connection(), vec![statement]).await
+    }
+}
+
 /// Every migration of `outbox`: outbox table, inbox table, relay tables, consumer
 /// dead-letter tables, consumer lease tables, log relay tables, the scheduled table, the
-/// periodic table.
+/// periodic table, the unique table.
 pub fn migrations(outbox: &Outbox) -> Vec<Box<dyn MigrationTrait>> {
     vec![
         Box::new(CreateOutboxTable::new(outbox)),
@@ -454,5 +497,6 @@ pub fn migrations(outbox: &Outbox) -> Vec<Box<dyn MigrationTrait>> {
         Box::new(CreateLogRelayTables::mariadb(outbox)),
         Box::new(CreateScheduledTable::new(outbox)),
         Box::new(CreatePeriodicTable::new(outbox)),
+        Box::new(CreateUniqueTable::new(outbox)),
     ]
 }

@@ -237,6 +237,13 @@ impl OutboxBuilder {
         if let Some(reason) = self.write_mode.problem() {
             return Err(ConfigError::WriteMode { reason });
         }
+        if self.write_mode.message_prefix().is_some()
+            && let Some(job) = jobs.values().find(|job| job.unique_ref().is_some())
+        {
+            return Err(ConfigError::UniqueInMessageMode {
+                event_type: job.event_type().to_owned(),
+            });
+        }
         let now = self.clock.now();
         let mut periodic: Vec<Periodic> = Vec::with_capacity(self.periodic.len());
         for job in self.periodic {

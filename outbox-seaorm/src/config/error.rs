@@ -70,6 +70,19 @@ pub enum ConfigError {
         /// The event type.
         event_type: String,
     },
+    /// A unique job's window is zero: it would keep nothing out.
+    #[error("job `{event_type}`: a uniqueness window must be above zero")]
+    UniqueWindow {
+        /// The job's event type.
+        event_type: String,
+    },
+    /// Unique jobs under message mode: whether a job is still pending is read in the
+    /// outbox table, which message mode does not have.
+    #[error("job `{event_type}` is unique, which message mode cannot check (no outbox table)")]
+    UniqueInMessageMode {
+        /// The job's event type.
+        event_type: String,
+    },
     /// A [`Periodic`](super::Periodic) job's name breaks the key grammar
     /// (`[a-z0-9][a-z0-9._-]*`, at most 100 characters).
     #[error("invalid periodic job name {name:?}: {reason}")]

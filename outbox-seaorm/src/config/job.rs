@@ -5,6 +5,7 @@ use outbox_core::IntegrationEvent;
 use outbox_core::name::{EventType, check_worker_key};
 
 use super::error::ConfigError;
+use super::unique::{Unique, UniqueScope};
 #[cfg(doc)]
 use outbox_core::name::MAX_WORKER_KEY_CHARS;
 
@@ -14,13 +15,14 @@ use outbox_core::name::MAX_WORKER_KEY_CHARS;
 /// [`OutboxBuilder::build`](crate::OutboxBuilder::build).
 ///
 /// Defaults: no worker key (`NULL`: only relays without worker keys claim the rows),
-/// retryable.
+/// retryable, not unique.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
 pub struct Job {
     event_type: String,
     worker_key: Option<String>,
     retryable: bool,
+    unique: Option<Unique>,
 }
 
 impl Job {
@@ -31,6 +33,7 @@ impl Job {
             event_type: event_type.into(),
             worker_key: None,
             retryable: true,
+            unique: None,
         }
     }
 
@@ -54,6 +57,18 @@ impl Job {
         self
     }
 
+    /// At most one job of this event type per key at a time (default: none): see
+    /// [`Unique`].
+    pub fn unique(mut self, unique: Unique) -> Self {
+        self.unique = Some(unique);
+        self
+    }
+
+    /// The uniqueness, if any.
+    pub fn unique_ref(&self) -> Option<&Unique> {
+        self.unique.as_ref()
+    }
+
     /// The event type.
     pub fn event_type(&self) -> &str {
         &self.event_type
@@ -70,6 +85,12 @@ impl Job {
     }
 
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        let zero = UniqueScope::Within(std::time::Duration::ZERO);
+        if self.unique.is_some_and(|unique| unique.scope() == zero) {
+            return Err(ConfigError::UniqueWindow {
+                event_type: self.event_type.clone(),
+            });
+        }
         EventType::parse(&self.event_type).map_err(|reason| ConfigError::JobEventType {
             event_type: self.event_type.clone(),
             reason,

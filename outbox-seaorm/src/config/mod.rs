@@ -48,12 +48,14 @@ mod builder;
 mod error;
 mod job;
 mod periodic;
+mod unique;
 mod write_mode;
 
 pub use builder::OutboxBuilder;
 pub use error::ConfigError;
 pub use job::Job;
 pub use periodic::Periodic;
+pub use unique::{Unique, UniqueBy, UniqueScope};
 pub use write_mode::{DEFAULT_MESSAGE_PREFIX, MAX_MESSAGE_PREFIX_LEN, WriteMode};
 
 use crate::backend::StatementCache;
@@ -275,6 +277,12 @@ impl Outbox {
     /// The periodic jobs, in the order added ([`OutboxBuilder::periodic`]).
     pub fn periodic_jobs(&self) -> &[Periodic] {
         &self.0.periodic
+    }
+
+    /// The unique jobs' keys beside the outbox table (`<outbox>_unique`, see
+    /// [`Unique`](crate::job::Unique)).
+    pub fn unique_table(&self) -> &TableName {
+        &self.0.tables.unique
     }
 
     /// The periodic jobs' table beside the outbox table (`<outbox>_periodic`, see

@@ -81,6 +81,7 @@ mod periodic;
 mod relay;
 mod scheduled;
 mod types;
+mod unique;
 
 use crate::config::Outbox;
 #[cfg(feature = "migration")]
@@ -113,6 +114,8 @@ pub(crate) enum Tables {
     Scheduled,
     /// The periodic jobs' table beside the outbox table ([`crate::periodic`]).
     Periodic,
+    /// The unique jobs' keys beside the outbox table ([`Unique`](crate::job::Unique)).
+    Unique,
     Inbox,
     /// The relay's tables ([`crate::relay::tables`]); needs the outbox table.
     Relay,
@@ -143,6 +146,9 @@ pub(crate) fn statements(
     }
     if matches!(tables, Tables::Periodic | Tables::Both) {
         statements.extend(periodic::statements(backend, outbox));
+    }
+    if matches!(tables, Tables::Unique | Tables::Both) {
+        statements.extend(unique::statements(backend, outbox));
     }
     if matches!(tables, Tables::Inbox | Tables::Both) {
         statements.extend(inbox::statements(backend, outbox));

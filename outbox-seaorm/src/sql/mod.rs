@@ -48,6 +48,7 @@ mod record;
 mod retention;
 pub(crate) mod scheduled;
 mod store;
+pub(crate) mod unique;
 
 pub(crate) use claim::{Claim, PastInFlight};
 pub(crate) use decode::{ClaimedRow, Unreadable};

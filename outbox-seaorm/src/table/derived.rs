@@ -47,6 +47,8 @@ pub(crate) struct TableNames {
     pub(crate) scheduled: TableName,
     /// The periodic jobs' next and last runs: `<outbox>_periodic`.
     pub(crate) periodic: TableName,
+    /// The unique jobs' keys: `<outbox>_unique`.
+    pub(crate) unique: TableName,
     /// The relay's tables, next to the outbox table.
     pub(crate) relay: RelayTables,
     /// The consumers' dead letters: `<inbox>_dead_letters`.
@@ -66,6 +68,7 @@ impl TableNames {
             relay: RelayTables::next_to(&outbox),
             scheduled: derived(&outbox, "scheduled"),
             periodic: derived(&outbox, "periodic"),
+            unique: derived(&outbox, "unique"),
             dead_letters: derived(&inbox, "dead_letters"),
             parked: derived(&inbox, "parked"),
             consumer_leases: derived(&inbox, "consumer_leases"),

@@ -64,10 +64,12 @@ use std::fmt;
 
 mod derived;
 mod periodic;
+mod unique;
 
 pub use derived::RelayTables;
 pub(crate) use derived::{TableNames, index_name};
 pub(crate) use periodic::PeriodicColumn;
+pub(crate) use unique::UniqueColumn;
 
 /// The scheduled table's own column: the user's key of a scheduled row (see
 /// [`crate::schedule`]).

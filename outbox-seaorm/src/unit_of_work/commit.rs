@@ -13,6 +13,7 @@ use sea_orm::{ConnectionTrait, DatabaseTransaction, DbBackend};
 use tracing::Instrument as _;
 use uuid::Uuid;
 
+use super::unique::{self, AlreadyEnqueued, Claim};
 use super::{Raised, RaisedAt, UnitOfWork};
 use crate::config::{Outbox, WriteMode};
 use crate::error::{CommitError, ScheduleProblem};
@@ -41,6 +42,9 @@ pub struct CommitReport {
     /// The message ids of the rows due later, written to the scheduled table (see
     /// [`crate::schedule`]), in raise order: cancel or reschedule them by these.
     pub scheduled: Vec<Uuid>,
+    /// Rows of unique jobs ([`Unique`](crate::job::Unique)) not written because another job
+    /// of their key still waits (or its window has not passed): not an error.
+    pub already_enqueued: Vec<AlreadyEnqueued>,
 }
 
 /// The wake-up of listening relays a commit requested: [`CommitReport::wakeup`]. See
@@ -145,23 +149,36 @@ impl<E: 'static> UnitOfWork<E> {
                 wakeup: CommitWakeup::None,
                 message_ids: prepared.message_ids,
                 scheduled: prepared.scheduled_ids,
+                already_enqueued: Vec::new(),
             };
             // The rows and the COMMIT go out on a task of their own: a caller dropped here
             // leaves the transaction committed or rolled back, never half-way.
             let in_task = tracing::Span::current();
             let task_outbox = outbox.clone();
-            let write = prepared.write;
-            let later = prepared.scheduled;
-            let ids = report.message_ids.clone();
-            let (chunks, wakeup) = txn
+            let rows = Rows {
+                write: prepared.write,
+                message_ids: report.message_ids.clone(),
+                later: prepared.scheduled,
+                later_ids: report.scheduled.clone(),
+                claims: prepared.claims,
+                created_at: prepared.created_at,
+            };
+            let written = txn
                 .finish(move |txn| {
-                    write_and_commit(txn, task_outbox, backend, write, later, ids)
-                        .instrument(in_task)
+                    write_and_commit(txn, task_outbox, backend, rows).instrument(in_task)
                 })
                 .await
                 .map_err(CommitError::Commit)??;
-            report.chunks = chunks;
-            report.wakeup = wakeup;
+            report.chunks = written.chunks;
+            report.wakeup = written.wakeup;
+            if !written.refused.is_empty() {
+                let refused: std::collections::HashSet<Uuid> =
+                    written.refused.iter().map(|row| row.message_id).collect();
+                report.message_ids.retain(|id| !refused.contains(id));
+                report.scheduled.retain(|id| !refused.contains(id));
+                report.rows -= refused.len();
+                report.already_enqueued = written.refused;
+            }
             // Rows due later wake no relay: they are not claimable yet.
             let wrote = !report.message_ids.is_empty()
                 || nested_wrote.is_some_and(|flag| flag.load(Ordering::Acquire));
@@ -243,6 +260,10 @@ struct PreparedRows {
     /// Rows due later, for the scheduled table.
     scheduled: Vec<insert::PreparedRow>,
     scheduled_ids: Vec<Uuid>,
+    /// The keys of the unique jobs' rows.
+    claims: Vec<Claim>,
+    /// When the rows were prepared (the unique keys' time).
+    created_at: DateTime<Utc>,
 }
 
 /// An envelope of the commit, with when it is due and the raise time of its event.
@@ -332,6 +353,7 @@ fn prepare_rows<E>(
     let mut messages = Vec::new();
     let mut scheduled = Vec::new();
     let mut scheduled_ids = Vec::new();
+    let mut claims = Vec::new();
     for Emitted {
         mut envelope,
         schedule,
@@ -339,6 +361,7 @@ fn prepare_rows<E>(
     } in emitted
     {
         stamp.apply(&mut envelope);
+        claims.extend(unique::claim_of(outbox, &envelope, created_at));
         let later = match schedule {
             Some(schedule) => due_later(&envelope, schedule, raised_at, created_at)?,
             None => None,
@@ -380,19 +403,75 @@ fn prepare_rows<E>(
         message_ids,
         scheduled,
         scheduled_ids,
+        claims,
+        created_at,
     })
 }
 
-/// Writes the envelopes (rows in chunks, or messages) and commits; rolls back when a write
-/// fails. Returns the number of statements and the wake-up that ran inside the transaction.
+/// What a commit writes on its transaction.
+struct Rows {
+    write: PreparedWrite,
+    /// The message ids of `write`, in order.
+    message_ids: Vec<Uuid>,
+    /// Rows due later, and their message ids.
+    later: Vec<insert::PreparedRow>,
+    later_ids: Vec<Uuid>,
+    /// The unique jobs' keys.
+    claims: Vec<Claim>,
+    created_at: DateTime<Utc>,
+}
+
+/// What [`write_and_commit`] did.
+struct Written {
+    /// Statements that wrote the rows.
+    chunks: usize,
+    /// The wake-up that ran inside the transaction.
+    wakeup: CommitWakeup,
+    /// Rows of unique jobs kept out.
+    refused: Vec<AlreadyEnqueued>,
+}
+
+/// Takes the unique jobs' keys, writes the envelopes (rows in chunks, or messages) and
+/// commits; rolls back when a write fails.
 async fn write_and_commit(
     txn: DatabaseTransaction,
     outbox: Outbox,
     backend: DbBackend,
-    write: PreparedWrite,
-    later: Vec<insert::PreparedRow>,
-    message_ids: Vec<Uuid>,
-) -> Result<(usize, CommitWakeup), CommitError> {
+    rows: Rows,
+) -> Result<Written, CommitError> {
+    let Rows {
+        mut write,
+        mut message_ids,
+        mut later,
+        later_ids,
+        claims,
+        created_at,
+    } = rows;
+    let refused = if claims.is_empty() {
+        Vec::new()
+    } else {
+        match unique::take_keys(&txn, &outbox, claims, created_at).await {
+            Ok(refused) => refused,
+            Err(error) => {
+                if let Err(rollback) = txn.rollback().await {
+                    tracing::warn!(error = %rollback, "rollback after a failed commit failed");
+                }
+                return Err(CommitError::Database(error));
+            }
+        }
+    };
+    if !refused.is_empty() {
+        let out: std::collections::HashSet<Uuid> =
+            refused.iter().map(|row| row.message_id).collect();
+        if let PreparedWrite::Rows(rows) = &mut write {
+            let kept: Vec<bool> = message_ids.iter().map(|id| !out.contains(id)).collect();
+            let mut keep = kept.iter();
+            rows.retain(|_| keep.next().copied().unwrap_or(true));
+            message_ids.retain(|id| !out.contains(id));
+        }
+        let mut keep = later_ids.iter().map(|id| !out.contains(id));
+        later.retain(|_| keep.next().unwrap_or(true));
+    }
     let notify_channel = outbox
         .in_transaction_channel()
         .filter(|_| backend == DbBackend::Postgres && outbox.write_mode().keeps_rows());
@@ -434,9 +513,13 @@ async fn write_and_commit(
         other => other,
     };
     match written {
-        Ok(written) => {
+        Ok((chunks, wakeup)) => {
             txn.commit().await.map_err(CommitError::Commit)?;
-            Ok(written)
+            Ok(Written {
+                chunks,
+                wakeup,
+                refused,
+            })
         }
         Err(error) => {
             tracing::debug!(%error, "unit of work rolled back before commit");

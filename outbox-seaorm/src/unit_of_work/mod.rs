@@ -64,6 +64,7 @@ mod builder;
 mod commit;
 mod connection;
 mod mapper;
+mod unique;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -94,6 +95,7 @@ pub use builder::UnitOfWorkBuilder;
 pub use commit::{CommitReport, CommitWakeup};
 pub use connection::UnitOfWorkConnection;
 pub use mapper::MapperRef;
+pub use unique::AlreadyEnqueued;
 
 /// A business transaction with an event buffer. See the [module documentation](self).
 ///
