@@ -280,7 +280,7 @@ impl Outbox {
     }
 
     /// The unique jobs' keys beside the outbox table (`<outbox>_unique`, see
-    /// [`Unique`](crate::job::Unique)).
+    /// [`Unique`]).
     pub fn unique_table(&self) -> &TableName {
         &self.0.tables.unique
     }
