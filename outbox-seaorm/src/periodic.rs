@@ -104,6 +104,12 @@ async fn enqueue_one(
     };
     let txn = crate::transaction::begin_whole(db, options).await?;
     let next = job.next_after(now).unwrap_or(MAX_DUE);
+    if backend == DbBackend::MySql {
+        // The row first, exclusively locked (see `sql/periodic/start.rs`).
+        store
+            .start_periodic(&txn, job.name(), job.schedule(), next, now)
+            .await?;
+    }
     let state = store.lock_periodic(&txn, job.name()).await?;
     let Some(state) = state else {
         store

@@ -30,6 +30,7 @@ backend_tests!(
     missed_periods_are_caught_up_only_when_asked,
     a_changed_schedule_takes_effect_from_now,
     the_command_line_lists_periodic_jobs,
+    four_relays_meeting_twenty_new_jobs_at_once_fail_nothing,
 );
 
 fn t0() -> DateTime<Utc> {
@@ -248,4 +249,44 @@ async fn the_command_line_lists_periodic_jobs(db: &TestDb) {
         serde_json::from_str(&run(&["outbox", "periodic", "--format", "json"]).await).unwrap();
     assert_eq!(json[0]["name"], "report");
     assert_eq!(json[0]["next_run_at"], "2026-03-01T09:10:00Z");
+}
+
+/// Four relays look at once at twenty jobs none of them has seen, twice (the rows created,
+/// then the runs due): no look fails — on MariaDB, locking reads of rows that did not exist
+/// yet held their gaps and the relays' inserts deadlocked (CI caught it with three relays) —
+/// and each job's run is enqueued once.
+async fn four_relays_meeting_twenty_new_jobs_at_once_fail_nothing(db: &TestDb) {
+    let clock = Arc::new(ManualClock::starting_at(t0()));
+    let mut builder = Outbox::builder().clock(clock.clone());
+    for n in 0..20 {
+        builder = builder.periodic(Periodic::new(
+            format!("job-{n}"),
+            "*/5 * * * *",
+            |_: DateTime<Utc>| OrderNotedV2 {
+                order_id: "report".into(),
+                n: 0,
+            },
+        ));
+    }
+    let outbox = builder.build().unwrap();
+    schema::install(db.conn(), &outbox).await.unwrap();
+    let broker = InProcessBroker::new();
+    let mut relays: Vec<_> = (0..4)
+        .map(|n| {
+            relay(db, &outbox, &broker, &format!("periodic-{n}"))
+                .build()
+                .unwrap()
+        })
+        .collect();
+    for expected in [0, 20] {
+        let looks = relays.iter_mut().map(|relay| relay.enqueue_periodic());
+        let runs: Vec<u64> = futures_util::future::join_all(looks)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(runs.iter().sum::<u64>(), expected, "{runs:?}");
+        clock.advance(TimeDelta::minutes(5));
+    }
+    assert_eq!(OutboxRecord::count(db.conn(), &outbox).await.unwrap(), 20);
 }

@@ -1,5 +1,8 @@
 //! A periodic job's first row: its schedule and next run, unless another relay wrote it
-//! first (`ON CONFLICT DO NOTHING`; MariaDB `INSERT IGNORE`).
+//! first (`ON CONFLICT DO NOTHING`). On MariaDB the look begins with it, as `ON DUPLICATE KEY
+//! UPDATE name = name`: a locking read of a row that does not exist yet holds the gap, and
+//! relays that all read it and then insert deadlock on each other's gap (CI caught three
+//! relays doing so); the upsert locks the row exclusively at once, and the others queue.
 
 use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DbBackend, DbErr};
@@ -20,12 +23,7 @@ impl Store {
     ) -> Result<(), DbErr> {
         let q = |c: PeriodicColumn| quote(self.backend, c.as_str());
         let mut sql = self.sql();
-        let verb = if self.backend == DbBackend::MySql {
-            "INSERT IGNORE INTO "
-        } else {
-            "INSERT INTO "
-        };
-        sql.push(verb)
+        sql.push("INSERT INTO ")
             .table(self.outbox.periodic_table())
             .push(&format!(
                 " ({}, {}, {}, {}) VALUES (",
@@ -42,11 +40,11 @@ impl Store {
             .push(", ")
             .bind(self.ts(now))
             .push(")");
-        if self.backend != DbBackend::MySql {
-            sql.push(&format!(
-                " ON CONFLICT ({}) DO NOTHING",
-                q(PeriodicColumn::Name)
-            ));
+        let name = q(PeriodicColumn::Name);
+        if self.backend == DbBackend::MySql {
+            sql.push(&format!(" ON DUPLICATE KEY UPDATE {name} = {name}"));
+        } else {
+            sql.push(&format!(" ON CONFLICT ({name}) DO NOTHING"));
         }
         conn.execute_raw(sql.build()).await?;
         Ok(())
