@@ -498,8 +498,8 @@ async fn schema_qualified_tables() {
                 .iter()
                 .map(|row| row.try_get::<String>("", "table_name").unwrap())
                 .collect::<Vec<_>>();
-            // The relay's tables (the log relay's slots and dead letters included) live
-            // next to the outbox, and the consumer's dead letters, parked messages and
+            // The relay's tables (the log relay's slots and dead letters included), the
+            // scheduled rows, the periodic jobs and the unique keys live next to the outbox, and the consumer's dead letters, parked messages and
             // partition leases next to the inbox, in their schema.
             assert_eq!(
                 tables,
@@ -513,8 +513,11 @@ async fn schema_qualified_tables() {
                     "outbox_log_dead_letters",
                     "outbox_log_slots",
                     "outbox_operator_log",
+                    "outbox_periodic",
                     "outbox_relay_instances",
-                    "outbox_relay_leases"
+                    "outbox_relay_leases",
+                    "outbox_scheduled",
+                    "outbox_unique"
                 ]
             );
             let indexes = db
