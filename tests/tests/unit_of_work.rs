@@ -794,9 +794,9 @@ async fn migrations_create_and_drop_each_configuration(db: &TestDb) {
         .unwrap()
         .len();
     assert_eq!(
-        applied, 14,
+        applied, 20,
         "outbox, inbox, relay, consumer dead-letter, consumer lease and log relay tables \
-         (PostgreSQL's, MariaDB's) of two configurations"
+         (PostgreSQL's, MariaDB's), scheduled, periodic and unique tables of two configurations"
     );
     // The log relay's tables exist on PostgreSQL and MariaDB.
     let backend = db.backend().db_backend();
