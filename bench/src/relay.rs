@@ -184,6 +184,7 @@ pub struct RelayArgs {
 }
 
 /// Accepts everything at once.
+#[derive(Clone, Copy)]
 struct Noop;
 
 impl Publisher for Noop {

@@ -64,6 +64,7 @@
 //! lists it, not [`CommitReport::scheduled`](crate::CommitReport::scheduled)).
 
 use chrono::{DateTime, Utc};
+use outbox_core::schedule::Due;
 use sea_orm::{DatabaseConnection, DbErr};
 
 use crate::sql::Store;
@@ -72,6 +73,14 @@ use crate::sql::Store;
 /// `sql/scheduled/analyze.rs` notes: a burst into a table the planner believes empty makes
 /// every claim walk every pending row).
 pub const ANALYZE_AFTER_ROWS: u64 = 10_000;
+
+/// When a job snoozed at `now` until `due` waits until: at once for a time not in the
+/// future; `None` beyond what a row holds ([`MAX_DUE`](crate::limits::MAX_DUE)). Both relays
+/// read a snooze this way.
+pub(crate) fn snoozed_until(due: Due, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let at = due.resolve(now)?;
+    (at <= crate::limits::MAX_DUE).then_some(at.max(now))
+}
 
 /// Moves every row of `store`'s scheduled table due at `now` into the outbox table, `batch`
 /// rows per transaction; analyzes the outbox table after [`ANALYZE_AFTER_ROWS`] or more.

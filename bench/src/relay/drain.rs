@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use outbox_core::policy::Ordering;
+use outbox_core::publish::Publisher;
 use outbox_seaorm::Outbox;
 use outbox_seaorm::relay::Relay;
 use sea_orm::DatabaseConnection;
@@ -63,18 +64,20 @@ async fn run_mode(
     }
 }
 
-/// Builds `workers` relays (instance ids of their own) and lets them settle their leases,
-/// so that each drain starts with the partitions shared out.
-async fn relays(
+/// Builds `--workers` relays publishing to `publisher` (instance ids `<prefix>-<n>`) and lets
+/// them settle their leases, so that each drain starts with the partitions shared out.
+pub(super) async fn relays<P: Publisher + Clone + 'static>(
     db: &DatabaseConnection,
     outbox: &Outbox,
     args: &RelayArgs,
-) -> Result<Vec<Relay<Noop>>, BoxError> {
+    publisher: P,
+    prefix: &str,
+) -> Result<Vec<Relay<P>>, BoxError> {
     let mut relays = Vec::new();
     for worker in 0..args.workers.max(1) {
         relays.push(
-            Relay::builder(db.clone(), outbox.clone(), Noop)
-                .instance_id(format!("bench-relay-{worker}"))
+            Relay::builder(db.clone(), outbox.clone(), publisher.clone())
+                .instance_id(format!("{prefix}-{worker}"))
                 .ordering(args.ordering.into())
                 .batch_size(args.batch_size)
                 .pipeline(args.pipeline)
@@ -106,7 +109,7 @@ pub(super) async fn drain(db: &DatabaseConnection, args: &RelayArgs) -> Result<(
     outbox_seaorm::schema::install(db, &outbox).await?;
     let pool = db.get_postgres_connection_pool().clone();
     simple::create(&pool).await?;
-    let mut relays = relays(db, &outbox, args).await?;
+    let mut relays = relays(db, &outbox, args, Noop, "bench-relay").await?;
     let ordering: Ordering = args.ordering.into();
     println!(
         "drain {} pending rows, batch {}, {} worker(s) of each, relay ordering {}, pipeline {}, \

@@ -19,17 +19,16 @@
 //! in an afternoon. The relay does all of that (its ordering per `--ordering`), deletes done
 //! jobs (retention zero) unless `--keep-published`.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use outbox_core::{Envelope, IntegrationEvent};
 use outbox_seaorm::Outbox;
 use outbox_seaorm::job::{JobDispatcher, JobError};
-use outbox_seaorm::relay::Relay;
 use sea_orm::DatabaseConnection;
 use sea_orm::sqlx::{self, PgPool, Row};
 use serde::{Deserialize, Serialize};
 
-use super::{BoxError, RelayArgs, vacuum};
+use super::{BoxError, RelayArgs, drain, vacuum};
 use crate::measure::median;
 
 /// The relay's table.
@@ -143,40 +142,6 @@ async fn simple_loop(pool: &PgPool, batch: usize) -> Result<usize, BoxError> {
     }
 }
 
-/// `workers` relays running the jobs, leases settled.
-async fn relays(
-    db: &DatabaseConnection,
-    outbox: &Outbox,
-    args: &RelayArgs,
-) -> Result<Vec<Relay<JobDispatcher>>, BoxError> {
-    let jobs = JobDispatcher::builder()
-        .handler(|job: ConfirmationRequestedV1, _: &Envelope| handle(job))
-        .build()?;
-    let mut relays = Vec::new();
-    for worker in 0..args.workers.max(1) {
-        relays.push(
-            Relay::builder(db.clone(), outbox.clone(), jobs.clone())
-                .instance_id(format!("bench-jobs-{worker}"))
-                .ordering(args.ordering.into())
-                .batch_size(args.batch_size)
-                .pipeline(args.pipeline)
-                .listen(false)
-                .retention(if args.keep_published {
-                    None
-                } else {
-                    Some(Duration::ZERO)
-                })
-                .build()?,
-        );
-    }
-    for _ in 0..3 {
-        for relay in &mut relays {
-            relay.refresh_leases().await?;
-        }
-    }
-    Ok(relays)
-}
-
 /// The benchmark.
 pub(super) async fn jobs(db: &DatabaseConnection, args: &RelayArgs) -> Result<(), BoxError> {
     let outbox = Outbox::builder()
@@ -186,7 +151,10 @@ pub(super) async fn jobs(db: &DatabaseConnection, args: &RelayArgs) -> Result<()
     outbox_seaorm::schema::install(db, &outbox).await?;
     let pool = db.get_postgres_connection_pool().clone();
     create_simple(&pool).await?;
-    let mut relays = relays(db, &outbox, args).await?;
+    let jobs = JobDispatcher::builder()
+        .handler(|job: ConfirmationRequestedV1, _: &Envelope| handle(job))
+        .build()?;
+    let mut relays = drain::relays(db, &outbox, args, jobs, "bench-jobs").await?;
     let workers = relays.len();
     println!(
         "jobs: {} jobs, batch {}, {workers} worker(s) of each, relay ordering {:?}, pipeline {}, \

@@ -43,13 +43,6 @@ pub(crate) enum Mark {
     Untouched,
 }
 
-/// When a snoozed row is due again: its snooze resolved against `now`, at once for a time
-/// not in the future; `None` when it is beyond what the column holds ([`crate::limits::MAX_DUE`]).
-fn snoozed_until(error: &PublishError, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    let at = error.snooze()?.resolve(now)?;
-    (at <= crate::limits::MAX_DUE).then_some(at.max(now))
-}
-
 pub(super) fn to_delta(duration: Duration) -> TimeDelta {
     TimeDelta::from_std(duration).unwrap_or(TimeDelta::MAX)
 }
@@ -176,7 +169,10 @@ pub(crate) async fn decide<P: Publisher + ?Sized>(
                 if ordered {
                     stopped.insert(key);
                 }
-                match snoozed_until(&error, now) {
+                match error
+                    .snooze()
+                    .and_then(|due| crate::schedule::snoozed_until(due, now))
+                {
                     Some(at) => {
                         tracing::debug!(seq = row.seq, %at, "job snoozed");
                         Mark::Snoozed { at }
@@ -353,7 +349,7 @@ pub(crate) async fn apply_marks<C: ConnectionTrait>(
     }
     match published_rows {
         PublishedRows::Keep => store.mark_published(conn, &published, now).await?,
-        PublishedRows::Delete => store.delete_published_rows(conn, &published).await?,
+        PublishedRows::Delete => store.delete_pending_rows(conn, &published).await?,
     };
     report.published = published.len();
     Ok(report)

@@ -62,7 +62,8 @@ impl Store {
     }
 
     /// Deletes the pending rows of `seqs`: the mark of published rows that are not kept
-    /// (retention zero). Returns the rows deleted.
+    /// (retention zero), and the second half of a snoozed row's move to the scheduled table.
+    /// Returns the rows deleted.
     ///
     /// A `DELETE` writes no new row version and no index entry: on PostgreSQL 15 it cost
     /// about a sixth of the `UPDATE` of [`mark_published`](Self::mark_published) per batch
@@ -71,7 +72,7 @@ impl Store {
     /// goes through the primary key for the reason given at `update_by_seq` (a `DELETE`
     /// takes an index hint only in its multiple-table form: `DELETE o FROM outbox o FORCE
     /// INDEX (PRIMARY) …`); without it, relays deadlocked on each other's rows.
-    pub(crate) async fn delete_published_rows<C: ConnectionTrait>(
+    pub(crate) async fn delete_pending_rows<C: ConnectionTrait>(
         &self,
         conn: &C,
         seqs: &[i64],

@@ -364,9 +364,7 @@ impl<P: Publisher> Publishing<'_, P> {
         let now = self.store.outbox().clock().now();
         error
             .snooze()
-            .and_then(|due| due.resolve(now))
-            .filter(|at| *at <= crate::limits::MAX_DUE)
-            .map(|at| at.max(now))
+            .and_then(|due| crate::schedule::snoozed_until(due, now))
             .ok_or_else(|| {
                 format!(
                     "{error}: beyond the latest due time a row may have ({})",

@@ -12,7 +12,7 @@
 
 use chrono::{DateTime, Utc};
 use outbox_core::Envelope;
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, TransactionTrait};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, TransactionTrait};
 
 use super::insert::{insert_scheduled, prepare_scheduled};
 use crate::error::CommitError;
@@ -111,22 +111,7 @@ impl Store {
         if conn.execute_raw(sql.build()).await?.rows_affected() == 0 {
             return Ok(false);
         }
-        let mut sql = self.sql();
-        if self.backend == DbBackend::MySql {
-            sql.push("DELETE o FROM ")
-                .table(self.outbox.outbox_table())
-                .push(" o FORCE INDEX (PRIMARY)");
-        } else {
-            sql.push("DELETE FROM ")
-                .table(self.outbox.outbox_table())
-                .push(" AS o");
-        }
-        sql.push(&format!(
-            " WHERE o.{} = {seq} AND o.{} = 'pending'",
-            q(c.seq),
-            q(c.status)
-        ));
-        conn.execute_raw(sql.build()).await?;
+        self.delete_pending_rows(conn, &[seq]).await?;
         Ok(true)
     }
 }
