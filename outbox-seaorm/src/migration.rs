@@ -35,6 +35,7 @@
 //!     "m20261207_000001_create_scheduled_table__ordering_outbox_scheduled",
 //!     "m20261208_000001_create_periodic_table__ordering_outbox_periodic",
 //!     "m20261208_000002_create_unique_table__ordering_outbox_unique",
+//!     "m20261209_000001_create_worker_slots_table__ordering_outbox_worker_slots",
 //! ]);
 //! ```
 //!
@@ -483,9 +484,57 @@ impl MigrationTrait for CreateUniqueTable {
     }
 }
 
+/// Creates the worker keys' concurrency slots table beside the outbox table (see
+/// [`OutboxBuilder::worker_key_limit`](crate::OutboxBuilder::worker_key_limit)).
+#[derive(Debug, Clone)]
+pub struct CreateWorkerSlotsTable {
+    outbox: Outbox,
+    name: String,
+}
+
+impl CreateWorkerSlotsTable {
+    /// The migration for `outbox`'s worker slots table, named
+    /// `m20261209_000001_create_worker_slots_table__<table>`.
+    pub fn new(outbox: &Outbox) -> Self {
+        Self {
+            name: format!(
+                "m20261209_000001_create_worker_slots_table__{}",
+                outbox.worker_slots_table()
+            ),
+            outbox: outbox.clone(),
+        }
+    }
+}
+
+impl MigrationName for CreateWorkerSlotsTable {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+#[async_trait::async_trait]
+impl MigrationTrait for CreateWorkerSlotsTable {
+    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let statements = schema::statements(
+            manager.get_database_backend(),
+            &self.outbox,
+            Tables::WorkerSlots,
+        )?;
+        schema::execute_all(manager.get_connection(), statements).await
+    }
+
+    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+        let statement = schema::drop_statement(
+            manager.get_database_backend(),
+            self.outbox.worker_slots_table(),
+        );
+        schema::execute_all(manager.get_connection(), vec![statement]).await
+    }
+}
+
 /// Every migration of `outbox`: outbox table, inbox table, relay tables, consumer
 /// dead-letter tables, consumer lease tables, log relay tables, the scheduled table, the
-/// periodic table, the unique table.
+/// periodic table, the unique table, the worker slots table.
 pub fn migrations(outbox: &Outbox) -> Vec<Box<dyn MigrationTrait>> {
     vec![
         Box::new(CreateOutboxTable::new(outbox)),
@@ -498,5 +547,6 @@ pub fn migrations(outbox: &Outbox) -> Vec<Box<dyn MigrationTrait>> {
         Box::new(CreateScheduledTable::new(outbox)),
         Box::new(CreatePeriodicTable::new(outbox)),
         Box::new(CreateUniqueTable::new(outbox)),
+        Box::new(CreateWorkerSlotsTable::new(outbox)),
     ]
 }

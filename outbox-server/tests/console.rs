@@ -745,6 +745,20 @@ async fn scheduled_rows_are_listed_run_now_and_cancelled_by_key() {
         .enqueue_periodic()
         .await
         .unwrap();
+    // A unique job's key (its job waits: the key holds).
+    let unique = Outbox::builder()
+        .job(
+            outbox_seaorm::job::Job::of::<outbox_tests::bookstore::OrderNotedV2>()
+                .unique(outbox_seaorm::job::Unique::by_aggregate()),
+        )
+        .build()
+        .unwrap();
+    let uow = unique.begin(db.conn(), &OrderingContracts).await.unwrap();
+    uow.raise(OrderingEvent::Noted {
+        order_id: "o-unique".into(),
+        n: 1,
+    });
+    let holder = uow.commit().await.unwrap().message_ids[0];
 
     let mut reader = Client::new(&base);
     assert_eq!(reader.log_in("", READER).await.status, 303);
@@ -772,6 +786,14 @@ async fn scheduled_rows_are_listed_run_now_and_cancelled_by_key() {
         "{}",
         list.body
     );
+    assert!(
+        list.body.contains(&format!(
+            r#"<tr data-unique-key="o-unique"><td>outboxtest.ordering.order-noted.v2</td><td><code>o-unique</code></td><td><code>{holder}</code></td><td>while pending</td>"#
+        )),
+        "{}",
+        list.body
+    );
+    assert!(list.body.contains(r#"<td class="holds">yes</td>"#));
     assert!(!list.body.contains("class=\"run-now\""));
     assert!(list.body.contains("Read-only"));
     let csrf = hidden(&list.body, "csrf").unwrap();

@@ -517,7 +517,8 @@ async fn schema_qualified_tables() {
                     "outbox_relay_instances",
                     "outbox_relay_leases",
                     "outbox_scheduled",
-                    "outbox_unique"
+                    "outbox_unique",
+                    "outbox_worker_slots"
                 ]
             );
             let indexes = db

@@ -12,13 +12,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::TimeDelta;
+use outbox_core::ContractRegistry;
 use outbox_core::clock::ManualClock;
 use outbox_core::in_process::InProcessBroker;
 use outbox_core::{IntegrationEvent as _, Raise, RaiseLater as _};
 use outbox_seaorm::job::{Job, Unique};
+use outbox_seaorm::ops::Operations;
 use outbox_seaorm::record::OutboxRecord;
 use outbox_seaorm::relay::Relay;
-use outbox_seaorm::{CommitReport, ConfigError, Outbox, WriteMode, schema};
+use outbox_seaorm::{CommitReport, ConfigError, Outbox, WriteMode, cli, schema};
 use outbox_tests::backend_tests;
 use outbox_tests::bookstore::{OrderNotedV2, OrderingContracts, OrderingEvent};
 use outbox_tests::db::{Backend, TestDb};
@@ -56,6 +58,20 @@ async fn commit(db: &TestDb, outbox: &Outbox, events: Vec<OrderingEvent>) -> Com
         uow.raise(event);
     }
     uow.commit().await.unwrap()
+}
+
+async fn run_cli(db: &TestDb, outbox: &Outbox, args: &[&str]) -> (u8, String) {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let code = cli::run_with(
+        std::iter::once("ops").chain(args.iter().copied()),
+        db.conn().clone(),
+        outbox.clone(),
+        || ContractRegistry::from_registrations([]),
+        &mut out,
+        &mut err,
+    )
+    .await;
+    (code, String::from_utf8(out).unwrap())
 }
 
 async fn drain(db: &TestDb, outbox: &Outbox, broker: &InProcessBroker) -> usize {
@@ -111,8 +127,51 @@ async fn a_job_of_a_waiting_key_is_already_enqueued(db: &TestDb) {
         1
     );
 
+    // Operators see the keys, newest first, each with its holder and whether it holds.
+    let ops = Operations::new(db.conn().clone(), outbox.clone());
+    let keys = ops.unique_keys(None, 100).await.unwrap();
+    let holding: Vec<(&str, bool)> = keys
+        .iter()
+        .map(|key| (key.key.as_str(), key.holding))
+        .collect();
+    // Taken at one time on the test's clock: then by key.
+    assert_eq!(
+        holding,
+        [("o-1", true), ("o-2", true), ("o-3", true)],
+        "{keys:?}"
+    );
+    assert_eq!(keys[0].message_id, first.message_ids[0]);
+    assert_eq!(keys[0].expires_at, None);
+    assert_eq!(
+        ops.unique_keys(Some("other.type.v1"), 100).await.unwrap(),
+        []
+    );
+    assert_eq!(ops.unique_keys(None, 1).await.unwrap().len(), 1);
+
     let broker = InProcessBroker::new();
     assert_eq!(drain(db, &outbox, &broker).await, 2);
+    let keys = ops.unique_keys(None, 100).await.unwrap();
+    let holds = |k: &str| keys.iter().find(|key| key.key == k).unwrap().holding;
+    assert!(
+        !holds("o-1") && !holds("o-2"),
+        "published jobs hold nothing: {keys:?}"
+    );
+    assert!(holds("o-3"), "the scheduled job still holds its key");
+    let (code, out) = run_cli(db, &outbox, &["outbox", "unique", "--limit", "10"]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.starts_with("EVENT TYPE\tKEY\tHOLDER\tUNTIL\tTAKEN AT\tHOLDS\n"),
+        "{out}"
+    );
+    assert!(out.contains("\to-3\t"), "{out}");
+    assert!(out.contains("\twhile pending\t"), "{out}");
+    assert!(out.ends_with("3 key(s)\n"), "{out}");
+    let (code, json) = run_cli(db, &outbox, &["outbox", "unique", "--format", "json"]).await;
+    assert_eq!(code, 0);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json[0]["key"], "o-1");
+    assert_eq!(json[0]["holding"], false);
+    assert_eq!(json[2]["holding"], true);
     let again = commit(db, &outbox, vec![noted("o-1", 3), noted("o-2", 3)]).await;
     assert_eq!(
         again.message_ids.len(),

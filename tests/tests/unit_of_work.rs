@@ -794,9 +794,10 @@ async fn migrations_create_and_drop_each_configuration(db: &TestDb) {
         .unwrap()
         .len();
     assert_eq!(
-        applied, 20,
+        applied, 22,
         "outbox, inbox, relay, consumer dead-letter, consumer lease and log relay tables \
-         (PostgreSQL's, MariaDB's), scheduled, periodic and unique tables of two configurations"
+         (PostgreSQL's, MariaDB's), scheduled, periodic, unique and worker slots tables of \
+         two configurations"
     );
     // The log relay's tables exist on PostgreSQL and MariaDB.
     let backend = db.backend().db_backend();

@@ -36,6 +36,8 @@ pub enum OutboxAction {
     Scheduled(super::scheduled::ScheduledCommand),
     /// Periodic jobs: schedule, next run, last run and its message id.
     Periodic(PeriodicArgs),
+    /// Unique jobs' keys, newest first: the job holding each and whether it still holds.
+    Unique(UniqueArgs),
     /// Delete published rows older than the retention, in batches, one instance at a time.
     Purge(PurgeArgs),
     /// Delete inbox rows received before the retention, in batches, one instance at a time.
@@ -493,6 +495,21 @@ mod tests {
         assert_eq!(args.ids, [3, 7]);
         assert_eq!(args.actor, None);
     }
+}
+
+/// Arguments of `outbox unique`.
+#[derive(Debug, Clone, Args)]
+#[non_exhaustive]
+pub struct UniqueArgs {
+    /// Only the keys of this event type.
+    #[arg(long)]
+    pub event_type: Option<String>,
+    /// At most this many keys (at most 1 000).
+    #[arg(long, default_value_t = 100)]
+    pub limit: u64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub format: OutputFormat,
 }
 
 /// Arguments of `outbox periodic`.

@@ -186,6 +186,13 @@ impl OutboxCommand {
                 output::periodic::list(out, &rows, args.format == OutputFormat::Json)?;
                 Ok(Outcome::Success)
             }
+            OutboxAction::Unique(args) => {
+                let rows = ops
+                    .unique_keys(args.event_type.as_deref(), args.limit)
+                    .await?;
+                output::unique::list(out, &rows, args.format == OutputFormat::Json)?;
+                Ok(Outcome::Success)
+            }
             OutboxAction::InboxDead(command) => inbox_dead(ops, &command.action, out).await,
             #[cfg(log_relay)]
             OutboxAction::LogDead(command) => log_dead(ops, &command.action, out).await,

@@ -12,6 +12,7 @@
 //! my-ops outbox scheduled reschedule MESSAGE_ID | --key K  --at 2026-12-08T09:00:00Z [--reason R] [--actor A]
 //! my-ops outbox scheduled run-now MESSAGE_ID | --key K  [--reason R] [--actor A]
 //! my-ops outbox periodic [--format human|json]
+//! my-ops outbox unique [--event-type T] [--limit N] [--format human|json]
 //! my-ops outbox purge [--older-than 7d] [--batch 1000]
 //! my-ops outbox purge-inbox --older-than 14d [--batch 1000]
 //! my-ops outbox inbox-dead list [--consumer C] [--status dead|requeued|resolved] [--limit N] [--format human|json]

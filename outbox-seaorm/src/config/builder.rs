@@ -13,13 +13,14 @@ use super::periodic::Periodic;
 use super::write_mode::WriteMode;
 use super::{
     DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_ROWS, DEFAULT_INBOX_TABLE, DEFAULT_NOTIFY_CHANNEL,
-    DEFAULT_OUTBOX_TABLE, Outbox, Settings,
+    DEFAULT_OUTBOX_TABLE, MAX_WORKER_KEY_LIMIT, Outbox, Settings,
 };
 use crate::backend::StatementCache;
 use crate::partition::DEFAULT_PARTITIONS;
 use crate::table::{ColumnNaming, OutboxColumns, TableName, TableNames, validate_identifier};
 use crate::trace::{self, TraceContextSource};
 use crate::wakeup::{Notifier, PostgresWakeup};
+use outbox_core::name::check_worker_key;
 
 /// Builds an [`Outbox`]; every setting has a documented default (see the
 /// [module documentation](crate::config)).
@@ -40,6 +41,7 @@ pub struct OutboxBuilder {
     trace_source: TraceContextSource,
     jobs: Vec<Job>,
     periodic: Vec<Periodic>,
+    worker_key_limits: BTreeMap<String, u32>,
     write_mode: WriteMode,
     metric_labels: Vec<(String, String)>,
 }
@@ -61,6 +63,7 @@ impl Default for OutboxBuilder {
             trace_source: trace::default_source(),
             jobs: Vec::new(),
             periodic: Vec::new(),
+            worker_key_limits: BTreeMap::new(),
             write_mode: WriteMode::default(),
             metric_labels: Vec::new(),
         }
@@ -173,6 +176,20 @@ impl OutboxBuilder {
         self
     }
 
+    /// At most `limit` jobs of worker key `key` claimed at once, across every polling relay
+    /// of this outbox, in every process (default: no limit but the relays' batch sizes).
+    /// A relay's claim first takes free slots of the key (rows of `<outbox>_worker_slots`,
+    /// locked with `FOR UPDATE SKIP LOCKED` for as long as its batch's transaction holds
+    /// the claimed rows), then at most that many rows of the key; a relay that crashes
+    /// gives its slots back with its transaction. On SQLite, where one relay at a time holds
+    /// a worker key's lease, the limit caps that relay's claim. `limit` is 1 to
+    /// [`MAX_WORKER_KEY_LIMIT`]; a second call for one key replaces the first. See the
+    /// [job-queue documentation](crate::job).
+    pub fn worker_key_limit(mut self, key: impl Into<String>, limit: u32) -> Self {
+        self.worker_key_limits.insert(key.into(), limit);
+        self
+    }
+
     /// How commits write their envelopes (default [`WriteMode::Table`]): see
     /// [`WriteMode`] for the modes that only the log relay reads.
     pub fn write_mode(mut self, mode: WriteMode) -> Self {
@@ -260,6 +277,22 @@ impl OutboxBuilder {
             }
             periodic.push(job);
         }
+        for (key, &limit) in &self.worker_key_limits {
+            check_worker_key(key).map_err(|reason| ConfigError::LimitWorkerKey {
+                key: key.clone(),
+                reason,
+            })?;
+            if limit == 0 || limit > MAX_WORKER_KEY_LIMIT {
+                return Err(ConfigError::WorkerKeyLimit {
+                    key: key.clone(),
+                    limit,
+                });
+            }
+            if self.write_mode.message_prefix().is_some() {
+                return Err(ConfigError::LimitInMessageMode { key: key.clone() });
+            }
+        }
+        let priorities = jobs.values().any(|job| job.priority_value() != 0);
         let metric_labels = metric_labels(&outbox_table, self.metric_labels)?;
         Ok(Outbox(Arc::new(Settings {
             tables: TableNames::derive(outbox_table, inbox_table),
@@ -277,7 +310,9 @@ impl OutboxBuilder {
             trace_source: self.trace_source,
             statements: StatementCache::default(),
             jobs,
+            priorities,
             periodic,
+            worker_key_limits: self.worker_key_limits,
             write_mode: self.write_mode,
             metric_labels,
         })))

@@ -83,6 +83,48 @@ pub enum ConfigError {
         /// The job's event type.
         event_type: String,
     },
+    /// A job's priority is above [`MAX_PRIORITY`](super::MAX_PRIORITY).
+    #[error("job `{event_type}`: priority {priority} is above the lowest, 9")]
+    Priority {
+        /// The job's event type.
+        event_type: String,
+        /// The rejected priority.
+        priority: u8,
+    },
+    /// A job with a priority but no worker key: priorities order a keyed relay's claim.
+    #[error("job `{event_type}` has a priority but no worker key to be claimed by")]
+    PriorityWithoutWorkerKey {
+        /// The job's event type.
+        event_type: String,
+    },
+    /// A worker key's concurrency limit
+    /// ([`OutboxBuilder::worker_key_limit`](super::OutboxBuilder::worker_key_limit)) is zero
+    /// or above [`MAX_WORKER_KEY_LIMIT`](super::MAX_WORKER_KEY_LIMIT).
+    #[error(
+        "worker key `{key}`: a concurrency limit of {limit} is outside 1..={max}",
+        max = super::MAX_WORKER_KEY_LIMIT
+    )]
+    WorkerKeyLimit {
+        /// The worker key.
+        key: String,
+        /// The rejected limit.
+        limit: u32,
+    },
+    /// A concurrency limit names a worker key that breaks the key grammar.
+    #[error("invalid worker key {key:?} in a concurrency limit: {reason}")]
+    LimitWorkerKey {
+        /// The rejected key.
+        key: String,
+        /// Which rule it breaks.
+        reason: WorkerKeyError,
+    },
+    /// Concurrency limits under message mode: only the polling relay claims rows, and
+    /// message mode has no outbox table to claim from.
+    #[error("worker key `{key}`: message mode has no claim to limit")]
+    LimitInMessageMode {
+        /// The worker key.
+        key: String,
+    },
     /// A [`Periodic`](super::Periodic) job's name breaks the key grammar
     /// (`[a-z0-9][a-z0-9._-]*`, at most 100 characters).
     #[error("invalid periodic job name {name:?}: {reason}")]

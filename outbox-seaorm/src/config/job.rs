@@ -15,7 +15,7 @@ use outbox_core::name::MAX_WORKER_KEY_CHARS;
 /// [`OutboxBuilder::build`](crate::OutboxBuilder::build).
 ///
 /// Defaults: no worker key (`NULL`: only relays without worker keys claim the rows),
-/// retryable, not unique.
+/// retryable, not unique, priority `0`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
 pub struct Job {
@@ -23,7 +23,12 @@ pub struct Job {
     worker_key: Option<String>,
     retryable: bool,
     unique: Option<Unique>,
+    priority: u8,
 }
+
+/// The lowest priority a [`Job`] may have ([`Job::priority`]): `0` is claimed first, `9`
+/// last.
+pub const MAX_PRIORITY: u8 = 9;
 
 impl Job {
     /// The job entry of event type `event_type` (a versioned contract name, e.g.
@@ -34,6 +39,7 @@ impl Job {
             worker_key: None,
             retryable: true,
             unique: None,
+            priority: 0,
         }
     }
 
@@ -62,6 +68,24 @@ impl Job {
     pub fn unique(mut self, unique: Unique) -> Self {
         self.unique = Some(unique);
         self
+    }
+
+    /// The claim order of this job among the pending jobs of its worker key: `0` (the
+    /// default) first, [`MAX_PRIORITY`] last; jobs of one priority in commit (`seq`) order.
+    /// A relay's claim takes the due rows of its worker keys by `(priority, seq)`, so a
+    /// priority-0 job committed after ten thousand priority-5 ones runs in the next batch.
+    /// Per-aggregate order still comes first: with
+    /// [`Ordering::PerAggregate`](outbox_core::policy::Ordering) a job never passes an
+    /// earlier pending job of its aggregate, whatever their priorities. Needs a worker key
+    /// (priorities order a keyed relay's claim).
+    pub fn priority(mut self, priority: u8) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// The priority (`0` first).
+    pub fn priority_value(&self) -> u8 {
+        self.priority
     }
 
     /// The uniqueness, if any.
@@ -101,6 +125,17 @@ impl Job {
                 key: key.clone(),
                 reason,
             })?;
+        }
+        if self.priority > MAX_PRIORITY {
+            return Err(ConfigError::Priority {
+                event_type: self.event_type.clone(),
+                priority: self.priority,
+            });
+        }
+        if self.priority != 0 && self.worker_key.is_none() {
+            return Err(ConfigError::PriorityWithoutWorkerKey {
+                event_type: self.event_type.clone(),
+            });
         }
         Ok(())
     }

@@ -17,6 +17,7 @@
 //! | trace context | [`trace::default_source`] |
 //! | jobs (worker key, `retryable` per event type) | none: every row `worker_key = NULL`, `retryable = true` (see [`crate::job`]) |
 //! | periodic jobs ([`Periodic`]) | none |
+//! | concurrency limits per worker key ([`OutboxBuilder::worker_key_limit`]) | none |
 //! | write mode | [`WriteMode::Table`]: rows in the outbox table, kept until published |
 //!
 //! ```
@@ -53,7 +54,11 @@ mod write_mode;
 
 pub use builder::OutboxBuilder;
 pub use error::ConfigError;
-pub use job::Job;
+pub use job::{Job, MAX_PRIORITY};
+
+/// The highest concurrency limit of a worker key
+/// ([`OutboxBuilder::worker_key_limit`]): one slot row per unit.
+pub const MAX_WORKER_KEY_LIMIT: u32 = 1_000;
 pub use periodic::Periodic;
 pub use unique::{Unique, UniqueBy, UniqueScope};
 pub use write_mode::{DEFAULT_MESSAGE_PREFIX, MAX_MESSAGE_PREFIX_LEN, WriteMode};
@@ -101,8 +106,12 @@ struct Settings {
     statements: StatementCache,
     /// Job entries by event type.
     jobs: BTreeMap<String, Job>,
+    /// Whether a job has a priority other than 0: keyed claims then order by it.
+    priorities: bool,
     /// Periodic jobs, in the order added.
     periodic: Vec<Periodic>,
+    /// Concurrency limits by worker key.
+    worker_key_limits: BTreeMap<String, u32>,
     /// How commits write their envelopes.
     write_mode: WriteMode,
     /// `outbox = <table>` and the extra labels of the builder.
@@ -272,6 +281,32 @@ impl Outbox {
     /// Every job entry, by event type.
     pub fn jobs(&self) -> impl Iterator<Item = &Job> {
         self.0.jobs.values()
+    }
+
+    /// Whether a job entry has a priority other than `0` ([`Job::priority`]): keyed claims
+    /// then take rows by `(priority, seq)` instead of `seq`.
+    pub fn has_priorities(&self) -> bool {
+        self.0.priorities
+    }
+
+    /// The concurrency limit of worker key `key`, if any
+    /// ([`OutboxBuilder::worker_key_limit`]).
+    pub fn worker_key_limit(&self, key: &str) -> Option<u32> {
+        self.0.worker_key_limits.get(key).copied()
+    }
+
+    /// Every concurrency limit, by worker key.
+    pub fn worker_key_limits(&self) -> impl Iterator<Item = (&str, u32)> {
+        self.0
+            .worker_key_limits
+            .iter()
+            .map(|(key, limit)| (key.as_str(), *limit))
+    }
+
+    /// The worker keys' concurrency slots beside the outbox table
+    /// (`<outbox>_worker_slots`, see [`OutboxBuilder::worker_key_limit`]).
+    pub fn worker_slots_table(&self) -> &TableName {
+        &self.0.tables.worker_slots
     }
 
     /// The periodic jobs, in the order added ([`OutboxBuilder::periodic`]).

@@ -58,6 +58,7 @@ mod periodic;
 mod purge;
 mod scheduled;
 mod status;
+mod unique;
 
 pub use crate::record::log_slot::{LogRelayStatus, LogSlotStatus};
 pub use crate::status_report::{StatusReport, WorkerKeyStatus};
@@ -65,6 +66,7 @@ pub use error::OpsError;
 pub use instances::RelayInstance;
 pub use operations::Operations;
 pub use scheduled::{MAX_COUNTED, MAX_ROWS_PER_KEY, ScheduledSummary, ScheduledTarget};
+pub use unique::MAX_UNIQUE_KEYS;
 
 pub use crate::record::operator_action::{OperatorAction, OperatorActionKind};
 

@@ -19,9 +19,11 @@ pub(crate) mod operator_action;
 pub(crate) mod parked;
 mod periodic;
 mod scheduled;
+mod unique_key;
 
 pub use periodic::PeriodicRecord;
 pub use scheduled::ScheduledRecord;
+pub use unique_key::UniqueKeyRecord;
 
 /// One outbox row: the envelope and the relay's bookkeeping.
 #[derive(Debug, Clone, PartialEq)]

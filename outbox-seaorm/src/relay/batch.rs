@@ -142,10 +142,17 @@ impl<P: Publisher + 'static> Core<P> {
             return Ok(None);
         }
         let claim = self.claim(now, partitions.as_deref(), keys.as_deref());
-        let mut rows = self.store.claim(&txn, Claim { past, ..claim }).await?;
-        if past.is_some() && rows.len() < claim.limit {
-            rows = self.store.claim(&txn, claim).await?;
-        }
+        let rows = if self.limited(claim) {
+            self.claim_limited(&txn, claim).await?
+        } else {
+            // A claim by priority counts nothing in `seq` order: it starts from the start.
+            let past = past.filter(|_| !self.store.by_priority(claim));
+            let mut rows = self.store.claim(&txn, Claim { past, ..claim }).await?;
+            if past.is_some() && rows.len() < claim.limit {
+                rows = self.store.claim(&txn, claim).await?;
+            }
+            rows
+        };
         if rows.is_empty() {
             txn.commit().await?;
             return Ok(None);
@@ -190,10 +197,12 @@ impl<P: Publisher + 'static> Core<P> {
         if !may_claim {
             return Ok(BatchReport::default());
         }
-        let mut rows = self
-            .store
-            .claim(&self.db, self.claim(now, None, keys.as_deref()))
-            .await?;
+        let claim = self.claim(now, None, keys.as_deref());
+        let mut rows = if self.limited(claim) {
+            self.claim_limited(&self.db, claim).await?
+        } else {
+            self.store.claim(&self.db, claim).await?
+        };
         if rows.is_empty() {
             return Ok(BatchReport::default());
         }

@@ -231,6 +231,7 @@ impl<P: Publisher + 'static> RelayBuilder<P> {
             lease_keys: leases,
             labels,
             health: Arc::new(outage::PublishHealth::of::<P>()),
+            worker_slots: tokio::sync::OnceCell::new(),
         }))
     }
 }

@@ -27,6 +27,9 @@ pub(super) struct Core<P> {
     pub(super) labels: Vec<metrics::Label>,
     /// What the relay logs while its broker fails ([`outage`]).
     pub(super) health: Arc<outage::PublishHealth>,
+    /// Set once the slot rows of the limited worker keys are written (see
+    /// [`jobs`](super::jobs)).
+    pub(super) worker_slots: tokio::sync::OnceCell<()>,
 }
 
 impl<P> Core<P> {

@@ -179,11 +179,16 @@ impl<P: Publisher + 'static> FastPath<P> {
         conn: &C,
         rows: &[crate::sql::ClaimedRow],
     ) -> Result<HashSet<i64>, RelayError> {
-        // Left to the relay: non-retryable rows, and rows of other worker keys.
+        // Left to the relay: non-retryable rows, rows of a worker key with a concurrency
+        // limit (only the relay's claim takes its slots), and rows of other worker keys.
         let mut held: HashSet<i64> = rows
             .iter()
             .filter(|row| {
                 !row.retryable
+                    || row
+                        .worker_key
+                        .as_ref()
+                        .is_some_and(|key| self.outbox.worker_key_limit(key).is_some())
                     || self.config.worker_keys.as_ref().is_some_and(|keys| {
                         row.worker_key
                             .as_ref()

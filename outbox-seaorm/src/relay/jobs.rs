@@ -12,16 +12,25 @@
 //!
 //! Keyed relays register their keys in the instance table (`worker_keys`), so that the
 //! relays without worker keys spread partitions among themselves only.
+//!
+//! A worker key with a concurrency limit
+//! ([`OutboxBuilder::worker_key_limit`](crate::OutboxBuilder::worker_key_limit)) is claimed
+//! on its own: the batch's transaction first locks free slots of the key in
+//! `<outbox>_worker_slots` (`FOR UPDATE SKIP LOCKED`), then claims at most that many of its
+//! rows; the slots stay locked while the batch holds the rows, so every relay's batches
+//! together hold at most the limit. The other keys follow in one claim.
 
 use std::collections::BTreeSet;
 
 use outbox_core::publish::Publisher;
 
+use sea_orm::{ConnectionTrait, DbErr};
+
 use super::core::Core;
 use super::decide::Mark;
 use crate::job::{FailedJob, raise_alert};
 use crate::lease::{lease_worker_key, worker_lease};
-use crate::sql::ClaimedRow;
+use crate::sql::{Claim, ClaimedRow};
 
 /// The lease of each worker key.
 pub(super) fn worker_leases(keys: &BTreeSet<String>) -> Vec<String> {
@@ -61,6 +70,61 @@ impl<P: Publisher + 'static> Core<P> {
         } else {
             keys.iter().cloned().collect()
         })
+    }
+
+    /// Whether a worker key of `claim` has a concurrency limit.
+    pub(super) fn limited(&self, claim: Claim<'_>) -> bool {
+        claim.worker_keys.is_some_and(|keys| {
+            keys.iter()
+                .any(|key| self.outbox.worker_key_limit(key).is_some())
+        })
+    }
+
+    /// The claim of a batch whose worker keys include limited ones (see the module
+    /// documentation): each limited key alone, up to the slots it takes on `conn` (the
+    /// batch's transaction), then the other keys; rows in that order, each key's in claim
+    /// order.
+    pub(super) async fn claim_limited<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        claim: Claim<'_>,
+    ) -> Result<Vec<ClaimedRow>, DbErr> {
+        let keys = claim.worker_keys.unwrap_or_default();
+        self.worker_slots
+            .get_or_try_init(|| self.store.ensure_worker_slots(&self.db))
+            .await?;
+        let mut rows = Vec::new();
+        let mut others = Vec::new();
+        for key in keys {
+            let Some(limit) = self.outbox.worker_key_limit(key) else {
+                others.push(key.clone());
+                continue;
+            };
+            let want = claim.limit.saturating_sub(rows.len());
+            let free = self.store.take_worker_slots(conn, key, limit, want).await?;
+            if free == 0 {
+                continue;
+            }
+            let one = std::slice::from_ref(key);
+            let limited = Claim {
+                worker_keys: Some(one),
+                limit: free,
+                past: None,
+                ..claim
+            };
+            rows.extend(self.store.claim(conn, limited).await?);
+        }
+        let want = claim.limit.saturating_sub(rows.len());
+        if !others.is_empty() && want > 0 {
+            let rest = Claim {
+                worker_keys: Some(&others),
+                limit: want,
+                past: None,
+                ..claim
+            };
+            rows.extend(self.store.claim(conn, rest).await?);
+        }
+        Ok(rows)
     }
 
     /// Calls the alert hook once for every row of the batch marked `failed`, after the marks

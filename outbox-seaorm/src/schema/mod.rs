@@ -18,6 +18,7 @@
 //! | `status` | `varchar(16)` | `varchar(16)` | `text` |
 //! | `worker_key` (nullable) | `varchar(100)` | `varchar(100)` | `text` |
 //! | `retryable` | `boolean`, default `true` | `boolean` (`tinyint(1)`), default `true` | `boolean` (0 / 1), default `true` |
+//! | `priority` | `integer`, default `0` | `int`, default `0` | `integer`, default `0` |
 //!
 //! - UUIDs outside PostgreSQL are stored as lowercase hyphenated text
 //!   (`0191a0b2-…-…`), readable from any language and by Debezium.
@@ -26,10 +27,10 @@
 //! - `status` is text (`pending`, `published`, `dead`, `skipped`, `failed`, checked by a
 //!   constraint) rather than a number, so that other tools and languages read it without a
 //!   lookup table.
-//! - `worker_key` and `retryable` are the job-queue columns ([`crate::job`]): set at commit
-//!   from the [`Outbox`]'s job configuration and never changed afterwards, so a later change
-//!   of configuration does not alter rows already written. Event types without a job entry
-//!   get `NULL` and `true`.
+//! - `worker_key`, `retryable` and `priority` are the job-queue columns ([`crate::job`]): set
+//!   at commit from the [`Outbox`]'s job configuration and never changed afterwards, so a
+//!   later change of configuration does not alter rows already written. Event types without
+//!   a job entry get `NULL`, `true` and `0`.
 //! - `partition` is `fnv1a_64(aggregate_id) % partitions` ([`crate::partition`]).
 //! - `headers` is a JSON object of strings, `{}` when empty; `payload` is the contract.
 //! - `next_attempt_at` is set to the commit time, so a new row is claimable at once.
@@ -41,11 +42,11 @@
 //! deleted at once, see [`RelayConfig::retention`](crate::relay::RelayConfig::retention)):
 //!
 //! - PostgreSQL and SQLite: partial indexes `WHERE status = 'pending'` on `(seq)`,
-//!   `(partition, seq)` and `(aggregate_type, aggregate_id, seq)`, and `(worker_key, seq)
+//!   `(partition, seq)` and `(aggregate_type, aggregate_id, seq)`, and `(worker_key, priority, seq)
 //!   WHERE status = 'pending' AND worker_key IS NOT NULL` for keyed relays (rows without a
 //!   worker key cost it nothing);
 //! - MariaDB (no partial indexes): the same indexes led by `status`, so pending rows form one
-//!   contiguous key range (`(status, worker_key, seq)` for keyed relays);
+//!   contiguous key range (`(status, worker_key, priority, seq)` for keyed relays);
 //! - everywhere: a unique index on `message_id`.
 //!
 //! Index names are the table name plus a suffix (`_pending_seq_idx`, …), shortened with a
@@ -82,6 +83,7 @@ mod relay;
 mod scheduled;
 mod types;
 mod unique;
+mod worker_slots;
 
 use crate::config::Outbox;
 #[cfg(feature = "migration")]
@@ -116,6 +118,9 @@ pub(crate) enum Tables {
     Periodic,
     /// The unique jobs' keys beside the outbox table ([`Unique`](crate::job::Unique)).
     Unique,
+    /// The worker keys' concurrency slots beside the outbox table
+    /// ([`OutboxBuilder::worker_key_limit`](crate::OutboxBuilder::worker_key_limit)).
+    WorkerSlots,
     Inbox,
     /// The relay's tables ([`crate::relay::tables`]); needs the outbox table.
     Relay,
@@ -149,6 +154,9 @@ pub(crate) fn statements(
     }
     if matches!(tables, Tables::Unique | Tables::Both) {
         statements.extend(unique::statements(backend, outbox));
+    }
+    if matches!(tables, Tables::WorkerSlots | Tables::Both) {
+        statements.extend(worker_slots::statements(backend, outbox));
     }
     if matches!(tables, Tables::Inbox | Tables::Both) {
         statements.extend(inbox::statements(backend, outbox));
@@ -283,7 +291,7 @@ mod tests {
             r#"CHECK ("status" IN ('pending', 'published', 'dead', 'skipped', 'failed'))"#,
             r#""worker_key" varchar(100) NULL"#,
             r#""retryable" boolean NOT NULL DEFAULT TRUE"#,
-            r#"CREATE INDEX IF NOT EXISTS "outbox_pending_worker_key_idx" ON "outbox" ("worker_key", "seq") WHERE "status" = 'pending' AND "worker_key" IS NOT NULL"#,
+            r#"CREATE INDEX IF NOT EXISTS "outbox_pending_worker_key_idx" ON "outbox" ("worker_key", "priority", "seq") WHERE "status" = 'pending' AND "worker_key" IS NOT NULL"#,
             r#"CREATE UNIQUE INDEX IF NOT EXISTS "outbox_message_id_key" ON "outbox" ("message_id")"#,
             r#"CREATE INDEX IF NOT EXISTS "outbox_pending_partition_idx" ON "outbox" ("partition", "seq") WHERE "status" = 'pending'"#,
             r#"CONSTRAINT "inbox_pkey" PRIMARY KEY ("message_id", "consumer")"#,
@@ -299,7 +307,8 @@ mod tests {
             "`payload` json NOT NULL",
             "`occurred_at` datetime(6) NOT NULL",
             "KEY `outbox_pending_aggregate_idx` (`status`, `aggregate_type`, `aggregate_id`, `seq`)",
-            "KEY `outbox_pending_worker_key_idx` (`status`, `worker_key`, `seq`)",
+            "KEY `outbox_pending_worker_key_idx` (`status`, `worker_key`, `priority`, `seq`)",
+            "`priority` int NOT NULL DEFAULT 0",
             "`worker_key` varchar(100) NULL",
             "`retryable` boolean NOT NULL DEFAULT TRUE",
             "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",

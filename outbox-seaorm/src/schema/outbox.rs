@@ -52,8 +52,12 @@ pub(super) fn statements(backend: DbBackend, outbox: &Outbox) -> Vec<String> {
             "pending_aggregate_idx",
             vec![c.aggregate_type, c.aggregate_id, c.seq],
         ),
-        // Keyed relays: the claim's cost follows the pending rows of their worker keys.
-        ("pending_worker_key_idx", vec![c.worker_key, c.seq]),
+        // Keyed relays: the claim's cost follows the pending rows of their worker keys, in
+        // their claim order (priority, then `seq`).
+        (
+            "pending_worker_key_idx",
+            vec![c.worker_key, c.priority, c.seq],
+        ),
     ];
     let mut indexes = vec![unique];
     for (suffix, columns) in pending {
@@ -128,6 +132,11 @@ pub(super) fn row_table(
         .col({
             let mut def = not_null(col(c.retryable, Kind::Bool));
             def.default(true);
+            def
+        })
+        .col({
+            let mut def = not_null(col(c.priority, Kind::Int));
+            def.default(0);
             def
         });
     table

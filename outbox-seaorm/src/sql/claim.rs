@@ -97,6 +97,31 @@ fn partition_condition(sql: &mut Sql, column: &str, partitions: &[i32]) {
     sql.push(")");
 }
 
+/// Puts each aggregate's rows of a batch claimed by priority back in `seq` order, in the
+/// places its rows hold: a priority-0 job claimed with an earlier priority-7 job of its
+/// aggregate must not run first (the batch runs in its order), while other aggregates keep
+/// their priority order.
+fn in_aggregate_order(rows: &mut [ClaimedRow]) {
+    let mut places: std::collections::HashMap<(String, String), Vec<usize>> =
+        std::collections::HashMap::new();
+    for (index, row) in rows.iter().enumerate() {
+        let (kind, id) = row.aggregate();
+        places
+            .entry((kind.to_owned(), id.to_owned()))
+            .or_default()
+            .push(index);
+    }
+    for indexes in places.values().filter(|indexes| indexes.len() > 1) {
+        // Selection by `seq` over the aggregate's places (few rows per aggregate).
+        for (n, &place) in indexes.iter().enumerate() {
+            let Some(&lowest) = indexes[n..].iter().min_by_key(|&&i| rows[i].seq) else {
+                continue;
+            };
+            rows.swap(place, lowest);
+        }
+    }
+}
+
 impl Store {
     /// Claims up to `claim.limit` due pending rows in `seq` order.
     ///
@@ -110,7 +135,7 @@ impl Store {
     ///   AND NOT EXISTS (SELECT 1 FROM outbox d WHERE d.status IN ('dead', 'failed')
     ///         AND <same aggregate> AND d.seq < o.seq)                -- ordered + Block
     ///   AND o.worker_key IN (<keys>)                                 -- keyed relays
-    /// ORDER BY o.seq LIMIT :limit
+    /// ORDER BY o.seq LIMIT :limit          -- keyed, with priorities: o.priority, o.seq
     /// FOR UPDATE SKIP LOCKED                                         -- PostgreSQL, MariaDB
     /// ```
     pub(crate) async fn claim<C: ConnectionTrait>(
@@ -121,23 +146,48 @@ impl Store {
         if claim.lock && self.backend == DbBackend::MySql {
             return self.claim_mysql(conn, claim).await;
         }
-        let c = self.outbox.columns();
         let mut sql = self.sql();
         sql.push("SELECT ").push(&self.select_list);
         self.claim_conditions(&mut sql, claim);
-        if let Some(past) = claim.past.filter(|_| claim.lock) {
+        if let Some(past) = claim
+            .past
+            .filter(|_| claim.lock && !self.by_priority(claim))
+        {
             self.past_in_flight(&mut sql, claim, past);
         }
         sql.push(&format!(
-            " ORDER BY o.{} LIMIT {}",
-            quote(self.backend, c.seq),
+            " ORDER BY {} LIMIT {}",
+            self.claim_order(claim),
             claim.limit
         ));
         if claim.lock && self.backend == DbBackend::Postgres {
             sql.push(" FOR UPDATE SKIP LOCKED");
         }
         let rows = conn.query_all_raw(sql.build()).await?;
-        RowDecoder::default().decode_all(&rows)
+        let mut rows = RowDecoder::default().decode_all(&rows)?;
+        if claim.ordered && self.by_priority(claim) {
+            in_aggregate_order(&mut rows);
+        }
+        Ok(rows)
+    }
+
+    /// Whether the claim takes rows by `(priority, seq)`: a keyed claim of an outbox whose
+    /// jobs have priorities ([`Outbox::has_priorities`](crate::Outbox::has_priorities)).
+    /// Such a claim never starts past the batches in flight ([`PastInFlight`] counts in
+    /// `seq` order).
+    pub(crate) fn by_priority(&self, claim: Claim<'_>) -> bool {
+        claim.worker_keys.is_some() && self.outbox.has_priorities()
+    }
+
+    /// `o.seq`, or `o.priority, o.seq` (see [`by_priority`](Self::by_priority)).
+    fn claim_order(&self, claim: Claim<'_>) -> String {
+        let c = self.outbox.columns();
+        let seq = quote(self.backend, c.seq);
+        if self.by_priority(claim) {
+            format!("o.{}, o.{seq}", quote(self.backend, c.priority))
+        } else {
+            format!("o.{seq}")
+        }
     }
 
     /// `FROM outbox o WHERE …` of the claim (see [`claim`](Self::claim)).
@@ -238,7 +288,8 @@ impl Store {
         let mut sql = self.sql();
         sql.push(&format!("SELECT o.{seq} AS seq", seq = q(c.seq)));
         self.claim_conditions(&mut sql, claim);
-        sql.push(&format!(" ORDER BY o.{} LIMIT {candidates}", q(c.seq)));
+        let order = self.claim_order(claim);
+        sql.push(&format!(" ORDER BY {order} LIMIT {candidates}"));
         let seqs = conn
             .query_all_raw(sql.build())
             .await?
@@ -257,12 +308,15 @@ impl Store {
         sql.seq_list(&seqs).push(") AND ");
         self.due(&mut sql, "o", claim.now);
         sql.push(&format!(
-            " ORDER BY o.{} LIMIT {} FOR UPDATE SKIP LOCKED",
-            q(c.seq),
+            " ORDER BY {order} LIMIT {} FOR UPDATE SKIP LOCKED",
             claim.limit
         ));
         let rows = conn.query_all_raw(sql.build()).await?;
-        RowDecoder::default().decode_all(&rows)
+        let mut rows = RowDecoder::default().decode_all(&rows)?;
+        if claim.ordered && self.by_priority(claim) {
+            in_aggregate_order(&mut rows);
+        }
+        Ok(rows)
     }
 
     /// Rows of `seqs` that have an earlier pending row of their aggregate outside `seqs`
@@ -345,6 +399,35 @@ impl Store {
 mod tests {
     use super::*;
     use crate::config::Outbox;
+
+    #[test]
+    fn a_priority_batch_keeps_each_aggregates_rows_in_seq_order() {
+        let row = |seq: i64, aggregate: &str| ClaimedRow {
+            seq,
+            attempts: 0,
+            worker_key: Some("mail".into()),
+            retryable: true,
+            envelope: Err(super::super::Unreadable {
+                event_type: "shop.mail.requested.v1".into(),
+                aggregate_type: "order".into(),
+                aggregate_id: aggregate.into(),
+                error: DbErr::Custom("test".into()),
+            }),
+        };
+        // Claimed by (priority, seq): o-1's priority-0 row (seq 9) came before its
+        // priority-7 rows (seqs 2 and 5); o-2 and o-3 have one row each or are in order.
+        let mut rows = vec![
+            row(9, "o-1"),
+            row(7, "o-2"),
+            row(2, "o-1"),
+            row(3, "o-3"),
+            row(5, "o-1"),
+            row(8, "o-3"),
+        ];
+        in_aggregate_order(&mut rows);
+        let seqs: Vec<i64> = rows.iter().map(|row| row.seq).collect();
+        assert_eq!(seqs, [2, 7, 5, 3, 9, 8]);
+    }
 
     #[test]
     fn partitions_as_runs_or_a_list() {

@@ -32,10 +32,11 @@ pub(crate) enum Column {
     CreatedAt,
     WorkerKey,
     Retryable,
+    Priority,
 }
 
 /// Every outbox column, in the order every statement lists them.
-pub(crate) const ALL: [Column; 22] = [
+pub(crate) const ALL: [Column; 23] = [
     Column::Seq,
     Column::MessageId,
     Column::EventType,
@@ -58,6 +59,7 @@ pub(crate) const ALL: [Column; 22] = [
     Column::CreatedAt,
     Column::WorkerKey,
     Column::Retryable,
+    Column::Priority,
 ];
 
 /// What a commit's `INSERT` writes into a column.
@@ -97,6 +99,7 @@ impl Column {
             Self::CreatedAt => columns.created_at,
             Self::WorkerKey => columns.worker_key,
             Self::Retryable => columns.retryable,
+            Self::Priority => columns.priority,
         }
     }
 
@@ -120,12 +123,13 @@ impl Column {
         matches!(self, Self::Headers | Self::Payload)
     }
 
-    /// Whether a claim reads the column: the envelope, `seq`, `attempts` and the job-queue
-    /// columns.
+    /// Whether a claim reads the column: the envelope, `seq`, `attempts`, the worker key and
+    /// `retryable` (the priority orders the claim; nothing after it reads it).
     pub(crate) const fn claimed(self) -> bool {
         !matches!(
             self,
             Self::Partition
+                | Self::Priority
                 | Self::Status
                 | Self::NextAttemptAt
                 | Self::LastError
@@ -183,13 +187,13 @@ mod tests {
 
     #[test]
     fn positions_follow_the_one_order() {
-        assert_eq!(INSERT_BOUND, 17);
+        assert_eq!(INSERT_BOUND, 18);
         assert_eq!(Column::Seq.claim_position(), 0);
         assert_eq!(Column::CorrelationId.claim_position(), 6);
         assert_eq!(Column::Attempts.claim_position(), 13);
         assert_eq!(Column::Retryable.claim_position(), 15);
         assert_eq!(ALL.iter().filter(|column| column.claimed()).count(), 16);
-        assert_eq!(inserted().count(), 19);
+        assert_eq!(inserted().count(), 20);
         for (index, column) in ALL.iter().enumerate() {
             assert_eq!(*column as usize, index, "{column:?} out of order");
         }

@@ -49,6 +49,14 @@ impl Unreadable {
 }
 
 impl ClaimedRow {
+    /// The aggregate (type, id), from the envelope or the row.
+    pub(crate) fn aggregate(&self) -> (&str, &str) {
+        match &self.envelope {
+            Ok(envelope) => (&envelope.aggregate_type, &envelope.aggregate_id),
+            Err(unreadable) => (&unreadable.aggregate_type, &unreadable.aggregate_id),
+        }
+    }
+
     /// The event type, from the envelope or the row.
     pub(crate) fn event_type(&self) -> &str {
         match &self.envelope {

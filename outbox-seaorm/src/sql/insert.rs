@@ -93,9 +93,13 @@ pub(crate) fn prepare_due(
 ) -> Result<PreparedRow, CommitError> {
     check_key_lengths(&envelope)?;
     // Job-queue columns, fixed at commit from the configuration (see `crate::job`).
-    let (worker_key, retryable) = match outbox.job(&envelope.event_type) {
-        Some(job) => (job.worker_key_ref().map(str::to_owned), job.is_retryable()),
-        None => (None, true),
+    let (worker_key, retryable, priority) = match outbox.job(&envelope.event_type) {
+        Some(job) => (
+            job.worker_key_ref().map(str::to_owned),
+            job.is_retryable(),
+            job.priority_value(),
+        ),
+        None => (None, true, 0),
     };
     let partition = partition_of(&envelope.aggregate_id, outbox.partitions());
     let Envelope {
@@ -142,6 +146,7 @@ pub(crate) fn prepare_due(
         created_at: dialect::timestamp(backend, created_at),
         worker_key,
         retryable,
+        priority,
     };
     let values: Vec<Value> = ALL_BOUND
         .iter()
@@ -185,6 +190,7 @@ struct RowValues {
     created_at: Value,
     worker_key: Option<String>,
     retryable: bool,
+    priority: u8,
 }
 
 impl RowValues {
@@ -210,6 +216,7 @@ impl RowValues {
             Column::CreatedAt => self.created_at.clone(),
             Column::WorkerKey => Value::String(self.worker_key.take()),
             Column::Retryable => Value::Bool(Some(self.retryable)),
+            Column::Priority => Value::Int(Some(i32::from(self.priority))),
             // Not bound (see `Column::insert`).
             Column::Seq
             | Column::Status
@@ -493,8 +500,8 @@ mod tests {
 
     #[test]
     fn respects_bind_parameter_limits() {
-        assert_eq!(rows_per_chunk(DbBackend::Postgres, 1_000_000), 65_535 / 17);
-        assert_eq!(rows_per_chunk(DbBackend::Sqlite, 1_000_000), 32_766 / 17);
+        assert_eq!(rows_per_chunk(DbBackend::Postgres, 1_000_000), 65_535 / 18);
+        assert_eq!(rows_per_chunk(DbBackend::Sqlite, 1_000_000), 32_766 / 18);
         assert_eq!(rows_per_chunk(DbBackend::MySql, 10), 10);
         assert!(rows_per_chunk(DbBackend::Postgres, 1_000_000) * INSERT_COLUMNS <= 65_535);
     }
@@ -525,15 +532,15 @@ mod tests {
              \"aggregate_type\", \"aggregate_id\", \"partition\", \"correlation_id\", \
              \"causation_id\", \"traceparent\", \"tracestate\", \"headers\", \"occurred_at\", \
              \"payload\", \"next_attempt_at\", \"created_at\", \"worker_key\", \"retryable\", \
-             \"status\", \"attempts\") VALUES \
+             \"priority\", \"status\", \"attempts\") VALUES \
              ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, CAST($11 AS jsonb), $12, \
-             CAST($13 AS jsonb), $14, $15, $16, $17, 'pending', 0)"
+             CAST($13 AS jsonb), $14, $15, $16, $17, $18, 'pending', 0)"
         );
         let two = insert_text(DbBackend::Postgres, &outbox, 2);
         assert!(two.starts_with(&one));
         assert!(two.ends_with(
-            ", ($18, $19, $20, $21, $22, $23, $24, $25, $26, $27, CAST($28 AS jsonb), $29, \
-             CAST($30 AS jsonb), $31, $32, $33, $34, 'pending', 0)"
+            ", ($19, $20, $21, $22, $23, $24, $25, $26, $27, $28, CAST($29 AS jsonb), $30, \
+             CAST($31 AS jsonb), $32, $33, $34, $35, $36, 'pending', 0)"
         ));
         let mysql = insert_text(DbBackend::MySql, &outbox, 2);
         assert!(mysql.starts_with("INSERT INTO `outbox` (`message_id`, "));

@@ -20,6 +20,7 @@
 //! | the inbox, the consumers' dead letters and parked messages | `inbox/` |
 //! | retention deletes | `retention.rs` |
 //! | rows due later: a commit's insert, the promotion into the outbox table | `scheduled/` |
+//! | periodic jobs' runs; unique jobs' keys; worker keys' concurrency slots | `periodic/`, `unique/`, `worker_slots/` |
 //! | the log relay: start-up checks, publication, slot, heartbeat (PostgreSQL) | `log/` |
 //! | operator actions, status | `ops/` |
 //!
@@ -49,6 +50,7 @@ mod retention;
 pub(crate) mod scheduled;
 mod store;
 pub(crate) mod unique;
+mod worker_slots;
 
 pub(crate) use claim::{Claim, PastInFlight};
 pub(crate) use decode::{ClaimedRow, Unreadable};

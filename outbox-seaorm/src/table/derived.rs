@@ -49,6 +49,8 @@ pub(crate) struct TableNames {
     pub(crate) periodic: TableName,
     /// The unique jobs' keys: `<outbox>_unique`.
     pub(crate) unique: TableName,
+    /// The worker keys' concurrency slots: `<outbox>_worker_slots`.
+    pub(crate) worker_slots: TableName,
     /// The relay's tables, next to the outbox table.
     pub(crate) relay: RelayTables,
     /// The consumers' dead letters: `<inbox>_dead_letters`.
@@ -69,6 +71,7 @@ impl TableNames {
             scheduled: derived(&outbox, "scheduled"),
             periodic: derived(&outbox, "periodic"),
             unique: derived(&outbox, "unique"),
+            worker_slots: derived(&outbox, "worker_slots"),
             dead_letters: derived(&inbox, "dead_letters"),
             parked: derived(&inbox, "parked"),
             consumer_leases: derived(&inbox, "consumer_leases"),

@@ -36,9 +36,9 @@
 //! | aggregate id | `aggregate_id` | `aggregateid` |
 //! | payload | `payload` | `payload` |
 //!
-//! Every other column keeps its standard name (`worker_key` and `retryable`, the job-queue
-//! columns, included: the Outbox Event Router ignores them). The connector configuration for the
-//! Debezium naming (PostgreSQL, table `public.outbox`) is then:
+//! Every other column keeps its standard name (`worker_key`, `retryable` and `priority`, the
+//! job-queue columns, included: the Outbox Event Router ignores them). The connector
+//! configuration for the Debezium naming (PostgreSQL, table `public.outbox`) is then:
 //!
 //! ```properties
 //! table.include.list=public.outbox
@@ -65,11 +65,13 @@ use std::fmt;
 mod derived;
 mod periodic;
 mod unique;
+mod worker_slots;
 
 pub use derived::RelayTables;
 pub(crate) use derived::{TableNames, index_name};
 pub(crate) use periodic::PeriodicColumn;
 pub(crate) use unique::UniqueColumn;
+pub(crate) use worker_slots::WorkerSlotColumn;
 
 /// The scheduled table's own column: the user's key of a scheduled row (see
 /// [`crate::schedule`]).
@@ -307,6 +309,9 @@ pub struct OutboxColumns {
     /// Whether a failed attempt may be retried; `false` sends the row to `failed` on its
     /// first failure (see [`crate::job`]).
     pub retryable: &'static str,
+    /// The claim order of a worker key's jobs: lower first, `0` (the default) before `9`
+    /// (see [`Job::priority`](crate::job::Job::priority)).
+    pub priority: &'static str,
 }
 
 impl OutboxColumns {
@@ -333,6 +338,7 @@ impl OutboxColumns {
         created_at: "created_at",
         worker_key: "worker_key",
         retryable: "retryable",
+        priority: "priority",
     };
 
     /// The column names of `naming`.

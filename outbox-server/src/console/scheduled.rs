@@ -1,7 +1,8 @@
 //! Rows waiting for their due time (see `outbox_seaorm::schedule`): the list in due order
 //! (all, or those of one key), and for operators, per row and per key, run now and cancel
 //! with a reason — each recorded in the operator log. Below, the periodic jobs (see
-//! `outbox_seaorm::periodic`): schedule, next run, last run.
+//! `outbox_seaorm::periodic`): schedule, next run, last run; and the unique jobs' newest
+//! keys (see `outbox_seaorm::job::Unique`): the job holding each, whether it still holds.
 
 use axum::Form;
 use axum::extract::{Path, Query, State};
@@ -20,6 +21,9 @@ use crate::config::Role;
 
 /// The most rows the list shows.
 pub const LIST_LIMIT: u64 = 200;
+
+/// The most unique keys the page shows (newest first; `outbox unique` lists more).
+pub const UNIQUE_KEYS_LIMIT: u64 = 50;
 
 /// The list's filter, and the key an action by key is for.
 #[derive(Debug, Deserialize)]
@@ -42,6 +46,7 @@ pub async fn list(
     let rows = ops.scheduled(key, LIST_LIMIT).await?;
     let summary = ops.scheduled_summary().await?;
     let periodic = ops.periodic().await?;
+    let unique_keys = ops.unique_keys(None, UNIQUE_KEYS_LIMIT).await?;
     let base = &operator.base;
     let page = base.at(&format!("/relays/{relay}/scheduled"));
     let operator_may_act = operator.session.role != Role::Reader;
@@ -118,6 +123,25 @@ pub async fn list(
                     }
                 }
             }
+        }
+        @if !unique_keys.is_empty() {
+            h2 { "Unique keys" }
+            table #unique-keys {
+                thead { tr { th { "Event type" } th { "Key" } th { "Held by" } th { "Until" } th { "Taken" } th { "Holds" } } }
+                tbody {
+                    @for unique in &unique_keys {
+                        tr data-unique-key=(unique.key) {
+                            td { (unique.event_type) }
+                            td { code { (short(&unique.key, 60)) } }
+                            td { code { (unique.message_id) } }
+                            td { @if let Some(at) = unique.expires_at { (time(at)) } @else { "while pending" } }
+                            td { (time(unique.created_at)) }
+                            td.holds { @if unique.holding { "yes" } @else { "no" } }
+                        }
+                    }
+                }
+            }
+            @if unique_keys.len() as u64 == UNIQUE_KEYS_LIMIT { p { "The newest " (UNIQUE_KEYS_LIMIT) " keys; " code { "outbox unique --event-type …" } " lists more." } }
         }
     };
     Ok(layout(

@@ -7,3 +7,4 @@ pub(super) mod log_relay;
 pub(super) mod periodic;
 pub(super) mod scheduled;
 mod text;
+pub(super) mod unique;

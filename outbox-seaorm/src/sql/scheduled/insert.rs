@@ -94,12 +94,10 @@ mod tests {
             text.starts_with("INSERT INTO \"outbox_scheduled\" (\"message_id\", \"event_type\", ")
         );
         assert!(
-            text.contains(
-                "\"retryable\", \"schedule_key\", \"status\", \"attempts\") VALUES ($1, "
-            )
+            text.contains("\"priority\", \"schedule_key\", \"status\", \"attempts\") VALUES ($1, ")
         );
-        assert!(text.contains("$17, $18, 'scheduled', 0), ($19, "));
-        assert!(text.ends_with("$35, $36, 'scheduled', 0)"));
+        assert!(text.contains("$18, $19, 'scheduled', 0), ($20, "));
+        assert!(text.ends_with("$37, $38, 'scheduled', 0)"));
         let mysql = insert_text(DbBackend::MySql, &Outbox::default(), 3);
         assert_eq!(mysql.matches('?').count(), 3 * COLUMNS);
     }

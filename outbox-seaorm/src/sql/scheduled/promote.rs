@@ -207,11 +207,11 @@ mod tests {
              \"aggregate_type\", \"aggregate_id\", \"partition\", \"correlation_id\", \
              \"causation_id\", \"traceparent\", \"tracestate\", \"headers\", \"occurred_at\", \
              \"payload\", \"next_attempt_at\", \"created_at\", \"worker_key\", \"retryable\", \
-             \"status\", \"attempts\") SELECT \"message_id\", \"event_type\", \"version\", \
+             \"priority\", \"status\", \"attempts\") SELECT \"message_id\", \"event_type\", \"version\", \
              \"aggregate_type\", \"aggregate_id\", \"partition\", \"correlation_id\", \
              \"causation_id\", \"traceparent\", \"tracestate\", \"headers\", \"occurred_at\", \
              \"payload\", \"next_attempt_at\", \"created_at\", \"worker_key\", \"retryable\", \
-             'pending', \"attempts\" FROM \"outbox_scheduled\" WHERE \"seq\" = ANY(CAST($1 AS bigint[])) \
+             \"priority\", 'pending', \"attempts\" FROM \"outbox_scheduled\" WHERE \"seq\" = ANY(CAST($1 AS bigint[])) \
              ORDER BY \"next_attempt_at\", \"seq\""
         );
     }

@@ -3,5 +3,6 @@
 //! key released, the key taken.
 
 mod claim;
+mod list;
 
 pub(crate) use claim::{Holder, job_waiting, lock_holder, release, take};
