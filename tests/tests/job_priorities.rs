@@ -1,5 +1,5 @@
-//! Priorities within a worker key and per-worker-key concurrency limits (book: The job
-//! queue, Priorities and concurrency limits) on every backend.
+//! Priorities within a worker key and per-worker-key concurrency limits on every backend
+//! (book: The job queue, Priorities and concurrency limits).
 //!
 //! Each scenario runs on a SQLite file, SQLite in memory, PostgreSQL and MariaDB.
 
@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 backend_tests!(
     urgent_jobs_overtake_a_backlog_of_their_worker_key,
+    each_of_a_relays_keys_keeps_its_priorities_and_its_share,
     a_priority_never_reorders_an_aggregate,
     a_worker_keys_limit_holds_across_relays,
 );
@@ -105,8 +106,15 @@ async fn commit(db: &TestDb, outbox: &Outbox, work: Vec<Work>) {
 type Runs = Arc<Mutex<Vec<String>>>;
 
 fn recording(runs: &Runs) -> JobDispatcher {
-    let (newsletters, resets) = (Arc::clone(runs), Arc::clone(runs));
+    let (newsletters, resets, thumbnails) = (Arc::clone(runs), Arc::clone(runs), Arc::clone(runs));
     JobDispatcher::builder()
+        .handler(move |job: ThumbnailRequestedV1, _: &Envelope| {
+            thumbnails
+                .lock()
+                .unwrap()
+                .push(format!("thumbnail:{}", job.image_id));
+            async { Ok(()) }
+        })
         .handler(move |job: NewsletterRequestedV1, _: &Envelope| {
             newsletters
                 .lock()
@@ -194,6 +202,49 @@ async fn urgent_jobs_overtake_a_backlog_of_their_worker_key(db: &TestDb) {
         "{runs:?}"
     );
     assert_eq!(runs[32], "newsletter:c-29");
+}
+
+/// A relay of two keys: ten thumbnails (`render`, priority 0) wait, then twenty newsletters
+/// (`mail`, priority 7), then two password resets (`mail`, priority 0). Each batch of four
+/// gives each key its share: the first runs the two resets (not the older newsletters), then
+/// two thumbnails (one statement over both keys by priority would have run four thumbnails,
+/// committed first at priority 0).
+async fn each_of_a_relays_keys_keeps_its_priorities_and_its_share(db: &TestDb) {
+    let outbox = mail_outbox();
+    schema::install(db.conn(), &outbox).await.unwrap();
+    commit(
+        db,
+        &outbox,
+        (0..10).map(|n| Work::Thumbnail(format!("i-{n}"))).collect(),
+    )
+    .await;
+    commit(
+        db,
+        &outbox,
+        (0..20)
+            .map(|n| Work::Newsletter(format!("c-{n:02}")))
+            .collect(),
+    )
+    .await;
+    commit(
+        db,
+        &outbox,
+        (0..2).map(|n| Work::Reset(format!("r-{n}"))).collect(),
+    )
+    .await;
+    let runs: Runs = Arc::default();
+    let mut relay = relay(db, &outbox, "jobs-1", recording(&runs))
+        .worker_keys(["mail", "render"])
+        .batch_size(4)
+        .build()
+        .unwrap();
+    assert_eq!(relay.drain().await.unwrap().published, 32);
+    let runs = runs.lock().unwrap().clone();
+    assert_eq!(
+        runs[..4],
+        ["reset:r-0", "reset:r-1", "thumbnail:i-0", "thumbnail:i-1"],
+        "{runs:?}"
+    );
 }
 
 /// Under per-aggregate order a priority never lets a job pass an earlier job of its

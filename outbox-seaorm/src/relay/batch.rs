@@ -142,8 +142,8 @@ impl<P: Publisher + 'static> Core<P> {
             return Ok(None);
         }
         let claim = self.claim(now, partitions.as_deref(), keys.as_deref());
-        let rows = if self.limited(claim) {
-            self.claim_limited(&txn, claim).await?
+        let rows = if self.by_key(claim) {
+            self.claim_by_key(&txn, claim).await?
         } else {
             // A claim by priority counts nothing in `seq` order: it starts from the start.
             let past = past.filter(|_| !self.store.by_priority(claim));
@@ -198,8 +198,8 @@ impl<P: Publisher + 'static> Core<P> {
             return Ok(BatchReport::default());
         }
         let claim = self.claim(now, None, keys.as_deref());
-        let mut rows = if self.limited(claim) {
-            self.claim_limited(&self.db, claim).await?
+        let mut rows = if self.by_key(claim) {
+            self.claim_by_key(&self.db, claim).await?
         } else {
             self.store.claim(&self.db, claim).await?
         };

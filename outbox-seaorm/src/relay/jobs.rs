@@ -18,7 +18,9 @@
 //! on its own: the batch's transaction first locks free slots of the key in
 //! `<outbox>_worker_slots` (`FOR UPDATE SKIP LOCKED`), then claims at most that many of its
 //! rows; the slots stay locked while the batch holds the rows, so every relay's batches
-//! together hold at most the limit. The other keys follow in one claim.
+//! together hold at most the limit. With priorities ([`Job::priority`](crate::job::Job))
+//! every key is claimed on its own, by `(priority, seq)`; otherwise the unlimited keys
+//! follow in one claim. Each claim gets a fair share of the batch.
 
 use std::collections::BTreeSet;
 
@@ -72,57 +74,73 @@ impl<P: Publisher + 'static> Core<P> {
         })
     }
 
-    /// Whether a worker key of `claim` has a concurrency limit.
-    pub(super) fn limited(&self, claim: Claim<'_>) -> bool {
+    /// Whether `claim` is taken key by key ([`claim_by_key`](Self::claim_by_key)): one of
+    /// its worker keys has a concurrency limit, or it orders several keys by priority (one
+    /// statement over several keys by `(priority, seq)` cannot walk an index: PostgreSQL
+    /// sorted 200 000 pending rows for it, 278 ms, against 0.9 ms per key).
+    pub(super) fn by_key(&self, claim: Claim<'_>) -> bool {
         claim.worker_keys.is_some_and(|keys| {
-            keys.iter()
-                .any(|key| self.outbox.worker_key_limit(key).is_some())
+            (keys.len() > 1 && self.store.by_priority(claim))
+                || keys
+                    .iter()
+                    .any(|key| self.outbox.worker_key_limit(key).is_some())
         })
     }
 
-    /// The claim of a batch whose worker keys include limited ones (see the module
-    /// documentation): each limited key alone, up to the slots it takes on `conn` (the
-    /// batch's transaction), then the other keys; rows in that order, each key's in claim
-    /// order.
-    pub(super) async fn claim_limited<C: ConnectionTrait>(
+    /// The claim of a batch taken key by key (see the module documentation): each limited
+    /// key alone, up to the slots it takes on `conn` (the batch's transaction); with
+    /// priorities every key alone, each by `(priority, seq)` through its index; without,
+    /// the unlimited keys together. Each group gets a fair share of what the batch has left
+    /// (a group with fewer due rows leaves the rest to the next ones); rows in group order,
+    /// each group's in claim order.
+    pub(super) async fn claim_by_key<C: ConnectionTrait>(
         &self,
         conn: &C,
         claim: Claim<'_>,
     ) -> Result<Vec<ClaimedRow>, DbErr> {
         let keys = claim.worker_keys.unwrap_or_default();
-        self.worker_slots
-            .get_or_try_init(|| self.store.ensure_worker_slots(&self.db))
-            .await?;
-        let mut rows = Vec::new();
-        let mut others = Vec::new();
+        let apart = self.store.by_priority(claim);
+        let mut groups: Vec<(Vec<String>, Option<u32>)> = Vec::new();
+        let mut together = Vec::new();
         for key in keys {
-            let Some(limit) = self.outbox.worker_key_limit(key) else {
-                others.push(key.clone());
-                continue;
+            let limit = self.outbox.worker_key_limit(key);
+            if limit.is_some() || apart {
+                groups.push((vec![key.clone()], limit));
+            } else {
+                together.push(key.clone());
+            }
+        }
+        if !together.is_empty() {
+            groups.push((together, None));
+        }
+        if groups.iter().any(|(_, limit)| limit.is_some()) {
+            self.worker_slots
+                .get_or_try_init(|| self.store.ensure_worker_slots(&self.db))
+                .await?;
+        }
+        let mut rows = Vec::new();
+        let count = groups.len();
+        for (index, (keys, limit)) in groups.iter().enumerate() {
+            let left = claim.limit.saturating_sub(rows.len());
+            let share = left.div_ceil(count - index);
+            let want = match (limit, keys.first()) {
+                (Some(limit), Some(key)) => {
+                    self.store
+                        .take_worker_slots(conn, key, *limit, share)
+                        .await?
+                }
+                _ => share,
             };
-            let want = claim.limit.saturating_sub(rows.len());
-            let free = self.store.take_worker_slots(conn, key, limit, want).await?;
-            if free == 0 {
+            if want == 0 {
                 continue;
             }
-            let one = std::slice::from_ref(key);
-            let limited = Claim {
-                worker_keys: Some(one),
-                limit: free,
-                past: None,
-                ..claim
-            };
-            rows.extend(self.store.claim(conn, limited).await?);
-        }
-        let want = claim.limit.saturating_sub(rows.len());
-        if !others.is_empty() && want > 0 {
-            let rest = Claim {
-                worker_keys: Some(&others),
+            let group = Claim {
+                worker_keys: Some(keys),
                 limit: want,
                 past: None,
                 ..claim
             };
-            rows.extend(self.store.claim(conn, rest).await?);
+            rows.extend(self.store.claim(conn, group).await?);
         }
         Ok(rows)
     }
