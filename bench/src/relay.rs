@@ -181,6 +181,11 @@ pub struct RelayArgs {
     /// scheduled: seconds over which the steady flow's rows fall due.
     #[arg(long, default_value_t = 10.0)]
     pub flow_seconds: f64,
+    /// jobs: every job under worker key `bench`, one in ten at priority 0 and the others at
+    /// 5; the relays claim by `(priority, seq)`, the simple loop by `(priority, id)` through
+    /// an index of its own.
+    #[arg(long)]
+    pub priorities: bool,
 }
 
 /// Accepts everything at once.

@@ -72,11 +72,16 @@ pub(super) async fn relays<P: Publisher + Clone + 'static>(
     args: &RelayArgs,
     publisher: P,
     prefix: &str,
+    worker_key: Option<&str>,
 ) -> Result<Vec<Relay<P>>, BoxError> {
     let mut relays = Vec::new();
     for worker in 0..args.workers.max(1) {
+        let mut builder = Relay::builder(db.clone(), outbox.clone(), publisher.clone());
+        if let Some(key) = worker_key {
+            builder = builder.worker_keys([key]);
+        }
         relays.push(
-            Relay::builder(db.clone(), outbox.clone(), publisher.clone())
+            builder
                 .instance_id(format!("{prefix}-{worker}"))
                 .ordering(args.ordering.into())
                 .batch_size(args.batch_size)
@@ -109,7 +114,7 @@ pub(super) async fn drain(db: &DatabaseConnection, args: &RelayArgs) -> Result<(
     outbox_seaorm::schema::install(db, &outbox).await?;
     let pool = db.get_postgres_connection_pool().clone();
     simple::create(&pool).await?;
-    let mut relays = relays(db, &outbox, args, Noop, "bench-relay").await?;
+    let mut relays = relays(db, &outbox, args, Noop, "bench-relay", None).await?;
     let ordering: Ordering = args.ordering.into();
     println!(
         "drain {} pending rows, batch {}, {} worker(s) of each, relay ordering {}, pipeline {}, \

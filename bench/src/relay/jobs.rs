@@ -18,12 +18,16 @@
 //! No order, no leases, no retries, no dead letters, no worker keys: the loop a team writes
 //! in an afternoon. The relay does all of that (its ordering per `--ordering`), deletes done
 //! jobs (retention zero) unless `--keep-published`.
+//!
+//! `--priorities`: every job under one worker key, one in ten at priority 0 and the others
+//! at 5; the relays (keyed) claim by `(priority, seq)`, the simple loop `ORDER BY priority,
+//! id` through a partial index on `(priority, id)`.
 
 use std::time::Instant;
 
 use outbox_core::{Envelope, IntegrationEvent};
 use outbox_seaorm::Outbox;
-use outbox_seaorm::job::{JobDispatcher, JobError};
+use outbox_seaorm::job::{Job, JobDispatcher, JobError};
 use sea_orm::DatabaseConnection;
 use sea_orm::sqlx::{self, PgPool, Row};
 use serde::{Deserialize, Serialize};
@@ -59,8 +63,21 @@ async fn handle(job: ConfirmationRequestedV1) -> Result<(), JobError> {
 const ARGS: &str = "jsonb_build_object('order_id', 'order-' || (i % 1000), 'n', i, 'books', \
                     jsonb_build_array(jsonb_build_object('book_id', 'dune', 'quantity', 2)))";
 
-/// Empties the relay's table and inserts `rows` pending jobs in the framework's format.
-async fn refill_outbox(pool: &PgPool, rows: usize) -> Result<(), BoxError> {
+/// The worker key of `--priorities`.
+const WORKER_KEY: &str = "bench";
+
+/// A job's priority under `--priorities`, as `generate_series` row `i` gets it: one in ten
+/// urgent (0), the others 5.
+const PRIORITY: &str = "CASE WHEN i % 10 = 0 THEN 0 ELSE 5 END";
+
+/// Empties the relay's table and inserts `rows` pending jobs in the framework's format
+/// (under `WORKER_KEY` with priorities when `priorities`).
+async fn refill_outbox(pool: &PgPool, rows: usize, priorities: bool) -> Result<(), BoxError> {
+    let (key, priority) = if priorities {
+        (format!("'{WORKER_KEY}'"), PRIORITY)
+    } else {
+        ("NULL".to_owned(), "0")
+    };
     sqlx::query(sqlx::AssertSqlSafe(format!("TRUNCATE {OUTBOX}")))
         .execute(pool)
         .await?;
@@ -70,10 +87,10 @@ async fn refill_outbox(pool: &PgPool, rows: usize) -> Result<(), BoxError> {
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "INSERT INTO {OUTBOX} (message_id, event_type, version, aggregate_type, aggregate_id, \
              partition, headers, occurred_at, payload, status, attempts, next_attempt_at, \
-             created_at) \
+             created_at, worker_key, priority) \
              SELECT gen_random_uuid(), '{}', 1, 'order', 'order-' || (i % 1000), \
-             (i % 1000) % 64, '{{}}'::jsonb, now(), {ARGS}, 'pending', 0, now(), now() \
-             FROM generate_series({}, {}) AS i",
+             (i % 1000) % 64, '{{}}'::jsonb, now(), {ARGS}, 'pending', 0, now(), now(), \
+             {key}, {priority} FROM generate_series({}, {}) AS i",
             ConfirmationRequestedV1::EVENT_TYPE,
             done + 1,
             done + chunk
@@ -85,25 +102,31 @@ async fn refill_outbox(pool: &PgPool, rows: usize) -> Result<(), BoxError> {
     vacuum(pool, OUTBOX).await
 }
 
-/// Creates the simple loop's table and its partial index.
-async fn create_simple(pool: &PgPool) -> Result<(), BoxError> {
+/// Creates the simple loop's table and its partial index (on `(priority, id)` when
+/// `priorities`).
+async fn create_simple(pool: &PgPool, priorities: bool) -> Result<(), BoxError> {
     sqlx::query(
         "CREATE TABLE simple_jobs (id bigserial PRIMARY KEY, args jsonb NOT NULL, \
-         finished_at timestamptz)",
+         priority int NOT NULL DEFAULT 0, finished_at timestamptz)",
     )
     .execute(pool)
     .await?;
-    sqlx::query("CREATE INDEX simple_jobs_todo_idx ON simple_jobs (id) WHERE finished_at IS NULL")
-        .execute(pool)
-        .await?;
+    let columns = if priorities { "priority, id" } else { "id" };
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE INDEX simple_jobs_todo_idx ON simple_jobs ({columns}) WHERE finished_at IS NULL"
+    )))
+    .execute(pool)
+    .await?;
     Ok(())
 }
 
 /// Empties the simple loop's table and inserts `rows` jobs with the same arguments.
-async fn refill_simple(pool: &PgPool, rows: usize) -> Result<(), BoxError> {
+async fn refill_simple(pool: &PgPool, rows: usize, priorities: bool) -> Result<(), BoxError> {
     sqlx::query("TRUNCATE simple_jobs").execute(pool).await?;
+    let priority = if priorities { PRIORITY } else { "0" };
     sqlx::query(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO simple_jobs (args) SELECT {ARGS} FROM generate_series(1, {rows}) AS i"
+        "INSERT INTO simple_jobs (args, priority) SELECT {ARGS}, {priority} \
+         FROM generate_series(1, {rows}) AS i"
     )))
     .execute(pool)
     .await?;
@@ -111,18 +134,20 @@ async fn refill_simple(pool: &PgPool, rows: usize) -> Result<(), BoxError> {
 }
 
 /// The simplest job loop, until a claim comes back empty; returns the jobs run.
-async fn simple_loop(pool: &PgPool, batch: usize) -> Result<usize, BoxError> {
+async fn simple_loop(pool: &PgPool, batch: usize, priorities: bool) -> Result<usize, BoxError> {
     let limit = i64::try_from(batch)?;
+    let order = if priorities { "priority, id" } else { "id" };
+    let claim = format!(
+        "SELECT id, args FROM simple_jobs WHERE finished_at IS NULL ORDER BY {order} LIMIT $1 \
+         FOR UPDATE SKIP LOCKED"
+    );
     let mut total = 0;
     loop {
         let mut txn = pool.begin().await?;
-        let rows = sqlx::query(
-            "SELECT id, args FROM simple_jobs WHERE finished_at IS NULL ORDER BY id LIMIT $1 \
-             FOR UPDATE SKIP LOCKED",
-        )
-        .bind(limit)
-        .fetch_all(&mut *txn)
-        .await?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(claim.as_str()))
+            .bind(limit)
+            .fetch_all(&mut *txn)
+            .await?;
         if rows.is_empty() {
             txn.commit().await?;
             return Ok(total);
@@ -144,22 +169,32 @@ async fn simple_loop(pool: &PgPool, batch: usize) -> Result<usize, BoxError> {
 
 /// The benchmark.
 pub(super) async fn jobs(db: &DatabaseConnection, args: &RelayArgs) -> Result<(), BoxError> {
-    let outbox = Outbox::builder()
+    let mut builder = Outbox::builder()
         .outbox_table(OUTBOX)
-        .inbox_table("bench_jobs_inbox")
-        .build()?;
+        .inbox_table("bench_jobs_inbox");
+    if args.priorities {
+        // The rows' worker key and priorities are written by the refill; the entry makes
+        // the relays claim by priority.
+        builder = builder.job(
+            Job::of::<ConfirmationRequestedV1>()
+                .worker_key(WORKER_KEY)
+                .priority(5),
+        );
+    }
+    let outbox = builder.build()?;
     outbox_seaorm::schema::install(db, &outbox).await?;
     let pool = db.get_postgres_connection_pool().clone();
-    create_simple(&pool).await?;
+    create_simple(&pool, args.priorities).await?;
     let jobs = JobDispatcher::builder()
         .handler(|job: ConfirmationRequestedV1, _: &Envelope| handle(job))
         .build()?;
-    let mut relays = drain::relays(db, &outbox, args, jobs, "bench-jobs").await?;
+    let key = args.priorities.then_some(WORKER_KEY);
+    let mut relays = drain::relays(db, &outbox, args, jobs, "bench-jobs", key).await?;
     let workers = relays.len();
     println!(
         "jobs: {} jobs, batch {}, {workers} worker(s) of each, relay ordering {:?}, pipeline {}, \
-         no-op handler (arguments decoded), PostgreSQL",
-        args.rows, args.batch_size, args.ordering, args.pipeline,
+         priorities {}, no-op handler (arguments decoded), PostgreSQL",
+        args.rows, args.batch_size, args.ordering, args.pipeline, args.priorities,
     );
     println!(
         "{:>6}  {:>14}  {:>14}  {:>13}",
@@ -172,15 +207,16 @@ pub(super) async fn jobs(db: &DatabaseConnection, args: &RelayArgs) -> Result<()
             let which = (round + step) % 2;
             let started;
             let ran = if which == 0 {
-                refill_outbox(&pool, args.rows).await?;
+                refill_outbox(&pool, args.rows, args.priorities).await?;
                 started = Instant::now();
                 let drains = relays.iter_mut().map(|relay| relay.drain());
                 let reports = futures_util::future::try_join_all(drains).await?;
                 reports.iter().map(|report| report.published).sum::<usize>()
             } else {
-                refill_simple(&pool, args.rows).await?;
+                refill_simple(&pool, args.rows, args.priorities).await?;
                 started = Instant::now();
-                let loops = (0..workers).map(|_| simple_loop(&pool, args.batch_size));
+                let loops =
+                    (0..workers).map(|_| simple_loop(&pool, args.batch_size, args.priorities));
                 futures_util::future::try_join_all(loops)
                     .await?
                     .iter()
