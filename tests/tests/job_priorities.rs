@@ -8,6 +8,8 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,7 +17,7 @@ use std::time::Duration;
 use outbox_core::mapping::{ContractMapper, ContractSink, MapError};
 use outbox_core::policy::Ordering;
 use outbox_core::{Envelope, IntegrationEvent, Raise};
-use outbox_seaorm::job::{Job, JobDispatcher};
+use outbox_seaorm::job::{Job, JobDispatcher, JobError};
 use outbox_seaorm::relay::{Relay, RelayBuilder};
 use outbox_seaorm::{ConfigError, Outbox, schema};
 use outbox_tests::backend_tests;
@@ -101,34 +103,31 @@ async fn commit(db: &TestDb, outbox: &Outbox, work: Vec<Work>) {
     uow.commit().await.unwrap();
 }
 
+/// A boxed job future.
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
 /// Every job run, in order: `reset:<customer>`, `newsletter:<customer>`,
 /// `thumbnail:<image>`.
 type Runs = Arc<Mutex<Vec<String>>>;
 
+/// A handler of contract `C` that records `<label>:<aggregate id>` in `runs`.
+fn record<C: IntegrationEvent>(
+    runs: &Runs,
+    label: &'static str,
+) -> impl Fn(C, &Envelope) -> std::future::Ready<Result<(), JobError>> + Send + Sync + 'static {
+    let runs = Arc::clone(runs);
+    move |_: C, envelope: &Envelope| {
+        let run = format!("{label}:{}", envelope.aggregate_id);
+        runs.lock().unwrap().push(run);
+        std::future::ready(Ok(()))
+    }
+}
+
 fn recording(runs: &Runs) -> JobDispatcher {
-    let (newsletters, resets, thumbnails) = (Arc::clone(runs), Arc::clone(runs), Arc::clone(runs));
     JobDispatcher::builder()
-        .handler(move |job: ThumbnailRequestedV1, _: &Envelope| {
-            thumbnails
-                .lock()
-                .unwrap()
-                .push(format!("thumbnail:{}", job.image_id));
-            async { Ok(()) }
-        })
-        .handler(move |job: NewsletterRequestedV1, _: &Envelope| {
-            newsletters
-                .lock()
-                .unwrap()
-                .push(format!("newsletter:{}", job.customer_id));
-            async { Ok(()) }
-        })
-        .handler(move |job: PasswordResetRequestedV1, _: &Envelope| {
-            resets
-                .lock()
-                .unwrap()
-                .push(format!("reset:{}", job.customer_id));
-            async { Ok(()) }
-        })
+        .handler(record::<ThumbnailRequestedV1>(runs, "thumbnail"))
+        .handler(record::<NewsletterRequestedV1>(runs, "newsletter"))
+        .handler(record::<PasswordResetRequestedV1>(runs, "reset"))
         .build()
         .unwrap()
 }
@@ -318,34 +317,26 @@ impl Concurrency {
     }
 }
 
+/// A handler of contract `C` that runs as a job of worker key `key` in `concurrency`.
+fn counted<C: IntegrationEvent>(
+    concurrency: &Arc<Concurrency>,
+    key: &'static str,
+) -> impl Fn(C, &Envelope) -> BoxFuture<'static, Result<(), JobError>> + Send + Sync + 'static {
+    let concurrency = Arc::clone(concurrency);
+    move |_: C, _: &Envelope| {
+        let concurrency = Arc::clone(&concurrency);
+        Box::pin(async move {
+            concurrency.run(key).await;
+            Ok(())
+        })
+    }
+}
+
 fn concurrent(concurrency: &Arc<Concurrency>) -> JobDispatcher {
-    let (mail, resets, render) = (
-        Arc::clone(concurrency),
-        Arc::clone(concurrency),
-        Arc::clone(concurrency),
-    );
     JobDispatcher::builder()
-        .handler(move |_: NewsletterRequestedV1, _: &Envelope| {
-            let mail = Arc::clone(&mail);
-            async move {
-                mail.run("mail").await;
-                Ok(())
-            }
-        })
-        .handler(move |_: PasswordResetRequestedV1, _: &Envelope| {
-            let resets = Arc::clone(&resets);
-            async move {
-                resets.run("mail").await;
-                Ok(())
-            }
-        })
-        .handler(move |_: ThumbnailRequestedV1, _: &Envelope| {
-            let render = Arc::clone(&render);
-            async move {
-                render.run("render").await;
-                Ok(())
-            }
-        })
+        .handler(counted::<NewsletterRequestedV1>(concurrency, "mail"))
+        .handler(counted::<PasswordResetRequestedV1>(concurrency, "mail"))
+        .handler(counted::<ThumbnailRequestedV1>(concurrency, "render"))
         .build()
         .unwrap()
 }

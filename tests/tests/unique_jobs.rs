@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::TimeDelta;
-use outbox_core::ContractRegistry;
 use outbox_core::clock::ManualClock;
 use outbox_core::in_process::InProcessBroker;
 use outbox_core::{IntegrationEvent as _, Raise, RaiseLater as _};
@@ -20,10 +19,10 @@ use outbox_seaorm::job::{Job, Unique};
 use outbox_seaorm::ops::Operations;
 use outbox_seaorm::record::OutboxRecord;
 use outbox_seaorm::relay::Relay;
-use outbox_seaorm::{CommitReport, ConfigError, Outbox, WriteMode, cli, schema};
-use outbox_tests::backend_tests;
+use outbox_seaorm::{CommitReport, ConfigError, Outbox, WriteMode, schema};
 use outbox_tests::bookstore::{OrderNotedV2, OrderingContracts, OrderingEvent};
 use outbox_tests::db::{Backend, TestDb};
+use outbox_tests::{backend_tests, ops_cli};
 
 backend_tests!(
     a_job_of_a_waiting_key_is_already_enqueued,
@@ -58,20 +57,6 @@ async fn commit(db: &TestDb, outbox: &Outbox, events: Vec<OrderingEvent>) -> Com
         uow.raise(event);
     }
     uow.commit().await.unwrap()
-}
-
-async fn run_cli(db: &TestDb, outbox: &Outbox, args: &[&str]) -> (u8, String) {
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = cli::run_with(
-        std::iter::once("ops").chain(args.iter().copied()),
-        db.conn().clone(),
-        outbox.clone(),
-        || ContractRegistry::from_registrations([]),
-        &mut out,
-        &mut err,
-    )
-    .await;
-    (code, String::from_utf8(out).unwrap())
 }
 
 async fn drain(db: &TestDb, outbox: &Outbox, broker: &InProcessBroker) -> usize {
@@ -157,7 +142,7 @@ async fn a_job_of_a_waiting_key_is_already_enqueued(db: &TestDb) {
         "published jobs hold nothing: {keys:?}"
     );
     assert!(holds("o-3"), "the scheduled job still holds its key");
-    let (code, out) = run_cli(db, &outbox, &["outbox", "unique", "--limit", "10"]).await;
+    let (code, out, _) = ops_cli::run(db, &outbox, &["outbox", "unique", "--limit", "10"]).await;
     assert_eq!(code, 0, "{out}");
     assert!(
         out.starts_with("EVENT TYPE\tKEY\tHOLDER\tUNTIL\tTAKEN AT\tHOLDS\n"),
@@ -166,7 +151,8 @@ async fn a_job_of_a_waiting_key_is_already_enqueued(db: &TestDb) {
     assert!(out.contains("\to-3\t"), "{out}");
     assert!(out.contains("\twhile pending\t"), "{out}");
     assert!(out.ends_with("3 key(s)\n"), "{out}");
-    let (code, json) = run_cli(db, &outbox, &["outbox", "unique", "--format", "json"]).await;
+    let (code, json, _) =
+        ops_cli::run(db, &outbox, &["outbox", "unique", "--format", "json"]).await;
     assert_eq!(code, 0);
     let json: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(json[0]["key"], "o-1");

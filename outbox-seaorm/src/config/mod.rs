@@ -55,13 +55,13 @@ mod write_mode;
 pub use builder::OutboxBuilder;
 pub use error::ConfigError;
 pub use job::{Job, MAX_PRIORITY};
+pub use periodic::Periodic;
+pub use unique::{Unique, UniqueBy, UniqueScope};
+pub use write_mode::{DEFAULT_MESSAGE_PREFIX, MAX_MESSAGE_PREFIX_LEN, WriteMode};
 
 /// The highest concurrency limit of a worker key
 /// ([`OutboxBuilder::worker_key_limit`]): one slot row per unit.
 pub const MAX_WORKER_KEY_LIMIT: u32 = 1_000;
-pub use periodic::Periodic;
-pub use unique::{Unique, UniqueBy, UniqueScope};
-pub use write_mode::{DEFAULT_MESSAGE_PREFIX, MAX_MESSAGE_PREFIX_LEN, WriteMode};
 
 use crate::backend::StatementCache;
 use crate::table::{ColumnNaming, OutboxColumns, RelayTables, TableName, TableNames};

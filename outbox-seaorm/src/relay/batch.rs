@@ -142,22 +142,33 @@ impl<P: Publisher + 'static> Core<P> {
             return Ok(None);
         }
         let claim = self.claim(now, partitions.as_deref(), keys.as_deref());
-        let rows = if self.by_key(claim) {
-            self.claim_by_key(&txn, claim).await?
-        } else {
-            // A claim by priority counts nothing in `seq` order: it starts from the start.
-            let past = past.filter(|_| !self.store.by_priority(claim));
-            let mut rows = self.store.claim(&txn, Claim { past, ..claim }).await?;
-            if past.is_some() && rows.len() < claim.limit {
-                rows = self.store.claim(&txn, claim).await?;
-            }
-            rows
-        };
+        let rows = self.claim_rows(&txn, claim, past).await?;
         if rows.is_empty() {
             txn.commit().await?;
             return Ok(None);
         }
         Ok(Some(LockedBatch { txn, rows }))
+    }
+
+    /// The batch's rows: key by key when the claim needs it ([`by_key`](Self::by_key)),
+    /// otherwise in one claim, first past the batches in flight when `past` is given and
+    /// the claim is in `seq` order (a claim by priority is not), then from the start when
+    /// that found less than a full batch.
+    async fn claim_rows<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        claim: Claim<'_>,
+        past: Option<PastInFlight>,
+    ) -> Result<Vec<ClaimedRow>, DbErr> {
+        if self.by_key(claim) {
+            return self.claim_by_key(conn, claim).await;
+        }
+        let past = past.filter(|_| !self.store.by_priority(claim));
+        let rows = self.store.claim(conn, Claim { past, ..claim }).await?;
+        if past.is_some() && rows.len() < claim.limit {
+            return self.store.claim(conn, claim).await;
+        }
+        Ok(rows)
     }
 
     /// Marks a published batch and commits its transaction.
@@ -198,11 +209,7 @@ impl<P: Publisher + 'static> Core<P> {
             return Ok(BatchReport::default());
         }
         let claim = self.claim(now, None, keys.as_deref());
-        let mut rows = if self.by_key(claim) {
-            self.claim_by_key(&self.db, claim).await?
-        } else {
-            self.store.claim(&self.db, claim).await?
-        };
+        let mut rows = self.claim_rows(&self.db, claim, None).await?;
         if rows.is_empty() {
             return Ok(BatchReport::default());
         }

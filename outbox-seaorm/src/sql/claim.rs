@@ -102,16 +102,18 @@ fn partition_condition(sql: &mut Sql, column: &str, partitions: &[i32]) {
 /// aggregate must not run first (the batch runs in its order), while other aggregates keep
 /// their priority order.
 fn in_aggregate_order(rows: &mut [ClaimedRow]) {
-    let mut places: std::collections::HashMap<(String, String), Vec<usize>> =
-        std::collections::HashMap::new();
-    for (index, row) in rows.iter().enumerate() {
-        let (kind, id) = row.aggregate();
+    let shared: Vec<Vec<usize>> = {
+        let mut places: std::collections::HashMap<(&str, &str), Vec<usize>> =
+            std::collections::HashMap::new();
+        for (index, row) in rows.iter().enumerate() {
+            places.entry(row.aggregate()).or_default().push(index);
+        }
         places
-            .entry((kind.to_owned(), id.to_owned()))
-            .or_default()
-            .push(index);
-    }
-    for indexes in places.values().filter(|indexes| indexes.len() > 1) {
+            .into_values()
+            .filter(|indexes| indexes.len() > 1)
+            .collect()
+    };
+    for indexes in &shared {
         // Selection by `seq` over the aggregate's places (few rows per aggregate).
         for (n, &place) in indexes.iter().enumerate() {
             let Some(&lowest) = indexes[n..].iter().min_by_key(|&&i| rows[i].seq) else {
@@ -143,16 +145,31 @@ impl Store {
         conn: &C,
         claim: Claim<'_>,
     ) -> Result<Vec<ClaimedRow>, DbErr> {
-        if claim.lock && self.backend == DbBackend::MySql {
-            return self.claim_mysql(conn, claim).await;
+        let mut rows = if claim.lock && self.backend == DbBackend::MySql {
+            self.claim_mysql(conn, claim).await?
+        } else {
+            self.claim_in_one(conn, claim).await?
+        };
+        if claim.ordered && self.by_priority(claim) {
+            in_aggregate_order(&mut rows);
         }
+        Ok(rows)
+    }
+
+    /// The claim in one statement (PostgreSQL, SQLite, and MariaDB without locks).
+    async fn claim_in_one<C: ConnectionTrait>(
+        &self,
+        conn: &C,
+        claim: Claim<'_>,
+    ) -> Result<Vec<ClaimedRow>, DbErr> {
+        debug_assert!(
+            claim.past.is_none() || !self.by_priority(claim),
+            "a claim by priority cannot start past the batches in flight"
+        );
         let mut sql = self.sql();
         sql.push("SELECT ").push(&self.select_list);
         self.claim_conditions(&mut sql, claim);
-        if let Some(past) = claim
-            .past
-            .filter(|_| claim.lock && !self.by_priority(claim))
-        {
+        if let Some(past) = claim.past.filter(|_| claim.lock) {
             self.past_in_flight(&mut sql, claim, past);
         }
         sql.push(&format!(
@@ -164,11 +181,7 @@ impl Store {
             sql.push(" FOR UPDATE SKIP LOCKED");
         }
         let rows = conn.query_all_raw(sql.build()).await?;
-        let mut rows = RowDecoder::default().decode_all(&rows)?;
-        if claim.ordered && self.by_priority(claim) {
-            in_aggregate_order(&mut rows);
-        }
-        Ok(rows)
+        RowDecoder::default().decode_all(&rows)
     }
 
     /// Whether the claim takes rows by `(priority, seq)`: a keyed claim of an outbox whose
@@ -312,11 +325,7 @@ impl Store {
             claim.limit
         ));
         let rows = conn.query_all_raw(sql.build()).await?;
-        let mut rows = RowDecoder::default().decode_all(&rows)?;
-        if claim.ordered && self.by_priority(claim) {
-            in_aggregate_order(&mut rows);
-        }
-        Ok(rows)
+        RowDecoder::default().decode_all(&rows)
     }
 
     /// Rows of `seqs` that have an earlier pending row of their aggregate outside `seqs`

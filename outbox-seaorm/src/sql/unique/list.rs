@@ -4,8 +4,8 @@
 //! ```sql
 //! SELECT u.event_type, u.unique_key, u.message_id, u.expires_at, u.created_at,
 //!   CASE WHEN u.expires_at IS NOT NULL THEN (u.expires_at > :now)
-//!        ELSE EXISTS (pending row of u.message_id) OR EXISTS (scheduled row of it) END
-//!   AS holding
+//!        WHEN EXISTS (pending row of u.message_id) OR EXISTS (scheduled row of it)
+//!        THEN TRUE ELSE FALSE END AS holding
 //! FROM outbox_unique u [WHERE u.event_type = :type]
 //! ORDER BY u.created_at DESC, u.event_type, u.unique_key LIMIT :limit
 //! ```
@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DbErr};
 
 use crate::record::UniqueKeyRecord;
-use crate::sql::dialect::{self, quote, read_opt_uuid, read_timestamp, required};
+use crate::sql::dialect::{self, quote, read_bool, read_opt_uuid, read_timestamp, required};
 use crate::sql::store::Store;
 use crate::table::UniqueColumn;
 
@@ -36,13 +36,13 @@ impl Store {
         sql.push(&format!(
             "SELECT {} AS event_type, {} AS unique_key, {message_id} AS message_id, \
              {expires_at} AS expires_at, {} AS created_at, CASE WHEN {expires_at} IS NOT NULL \
-             THEN (CASE WHEN {expires_at} > ",
+             THEN ({expires_at} > ",
             q(UniqueColumn::EventType),
             q(UniqueColumn::UniqueKey),
             q(UniqueColumn::CreatedAt),
         ))
         .bind(dialect::timestamp(backend, now))
-        .push(" THEN 1 ELSE 0 END) WHEN EXISTS (SELECT 1 FROM ")
+        .push(") WHEN EXISTS (SELECT 1 FROM ")
         .table(self.outbox.outbox_table())
         .push(&format!(
             " o WHERE o.{} = {message_id} AND o.{} = 'pending') OR EXISTS (SELECT 1 FROM ",
@@ -51,7 +51,7 @@ impl Store {
         ))
         .table(self.outbox.scheduled_table())
         .push(&format!(
-            " s WHERE s.{} = {message_id}) THEN 1 ELSE 0 END AS holding FROM ",
+            " s WHERE s.{} = {message_id}) THEN TRUE ELSE FALSE END AS holding FROM ",
             quote(backend, c.message_id),
         ))
         .table(self.outbox.unique_table())
@@ -70,17 +70,13 @@ impl Store {
             .await?
             .iter()
             .map(|row| {
-                let holding: i64 = match row.try_get::<i64>("", "holding") {
-                    Ok(value) => value,
-                    Err(_) => i64::from(row.try_get::<i32>("", "holding")?),
-                };
                 Ok(UniqueKeyRecord {
                     event_type: row.try_get("", "event_type")?,
                     key: row.try_get("", "unique_key")?,
                     message_id: required(read_opt_uuid(row, "", "message_id")?, "message_id")?,
                     expires_at: read_timestamp(row, "expires_at")?,
                     created_at: required(read_timestamp(row, "created_at")?, "created_at")?,
-                    holding: holding != 0,
+                    holding: read_bool(row, "", "holding")?,
                 })
             })
             .collect()
