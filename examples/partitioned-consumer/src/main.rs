@@ -11,7 +11,9 @@
 //!
 //! Optional: `NATS_URL` (default `nats://127.0.0.1:4222`), `STREAM` (default `SHOP`; subjects
 //! `<STREAM>.p<partition>.<event type>`), `WRITE=0` for a second instance that only consumes
-//! (start it while the first one runs: the partitions are split between them).
+//! (start it while the first one runs: the partitions are split between them), `INSTANCE`
+//! to name the instance (default a new UUID; the partitions go to instances by a hash of
+//! their names, so fixed names give a fixed split).
 #![allow(clippy::print_stdout)]
 
 use std::time::{Duration, Instant};
@@ -106,7 +108,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // This instance heartbeats, takes the partition leases hashed to it, runs one NATS
     // durable per partition it holds, and hands partitions over when another instance joins.
     let inbox = Consumer::builder(db.clone(), outbox, "shipping.track-orders").build()?;
-    let partitioned = PartitionedConsumer::builder(inbox.clone(), PARTITIONS).build()?;
+    let mut partitioned = PartitionedConsumer::builder(inbox.clone(), PARTITIONS);
+    if let Ok(instance) = std::env::var("INSTANCE") {
+        partitioned = partitioned.instance_id(instance);
+    }
+    let partitioned = partitioned.build()?;
     let runner = NatsConsumerRunner::builder(client, inbox, &stream)
         .build_partitioned(partitioned, route)?;
     let running = tokio::spawn(runner.run(shutdown.clone()));
