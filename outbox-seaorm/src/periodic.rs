@@ -28,7 +28,7 @@
 //! error would: logged, retried at the next interval, nothing advanced.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{DatabaseConnection, DbBackend, DbErr, SqliteTransactionMode, TransactionOptions};
+use sea_orm::{DbBackend, DbErr, SqliteTransactionMode, TransactionOptions};
 
 pub use crate::config::Periodic;
 use crate::config::WriteMode;
@@ -36,6 +36,7 @@ use crate::limits::MAX_DUE;
 use crate::sql::Store;
 use crate::sql::insert;
 use crate::sql::periodic::LastRun;
+use crate::transaction::Pool;
 
 /// The times of the runs due at `now` for a job whose next run was `next_run_at`: the
 /// latest time the schedule names at or before `now`, and before it up to
@@ -74,7 +75,7 @@ pub(crate) fn runs_due(
 /// Looks at every periodic job of `store`'s outbox at `now` (see the
 /// [module documentation](self)). Returns the number of runs enqueued.
 pub(crate) async fn enqueue_due(
-    db: &DatabaseConnection,
+    db: &Pool,
     store: &Store,
     now: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
@@ -90,7 +91,7 @@ pub(crate) async fn enqueue_due(
 
 /// One job's look, in one transaction.
 async fn enqueue_one(
-    db: &DatabaseConnection,
+    db: &Pool,
     store: &Store,
     job: &Periodic,
     now: DateTime<Utc>,

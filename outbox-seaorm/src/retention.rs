@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use chrono::TimeDelta;
 use outbox_core::metric;
-use sea_orm::{DatabaseConnection, DbErr};
+use sea_orm::DbErr;
 
 use crate::config::Outbox;
 use crate::lease::{INBOX_CLEANUP_LEASE, OUTBOX_CLEANUP_LEASE};
 use crate::sql::Store;
+use crate::transaction::Pool;
 
 /// Which table a cleanup deletes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +66,7 @@ fn to_delta(duration: Duration) -> TimeDelta {
 /// # Errors
 /// The database's error; batches deleted before it stay deleted.
 pub(crate) async fn purge(
-    db: &DatabaseConnection,
+    db: &Pool,
     outbox: &Outbox,
     store: &Store,
     purge: Purge<'_>,

@@ -65,9 +65,10 @@
 
 use chrono::{DateTime, Utc};
 use outbox_core::schedule::Due;
-use sea_orm::{DatabaseConnection, DbErr};
+use sea_orm::DbErr;
 
 use crate::sql::Store;
+use crate::transaction::Pool;
 
 /// Rows moved in one look after which the outbox table is analyzed (PostgreSQL; see the
 /// `sql/scheduled/analyze.rs` notes: a burst into a table the planner believes empty makes
@@ -86,7 +87,7 @@ pub(crate) fn snoozed_until(due: Due, now: DateTime<Utc>) -> Option<DateTime<Utc
 /// rows per transaction; analyzes the outbox table after [`ANALYZE_AFTER_ROWS`] or more.
 /// Returns how many moved.
 pub(crate) async fn promote_due(
-    db: &DatabaseConnection,
+    db: &Pool,
     store: &Store,
     now: DateTime<Utc>,
     batch: usize,

@@ -9,13 +9,14 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use outbox_core::metric;
 use outbox_core::policy::{DeadLetterPolicy, Ordering};
-use sea_orm::{DatabaseConnection, DbErr};
+use sea_orm::{ConnectionTrait as _, DbErr};
 
 use crate::config::Outbox;
 use crate::record::log_slot::LogRelayStatus;
 #[cfg(log_relay)]
 use crate::record::log_slot::LogSlotStatus;
 use crate::sql::{Members, Store};
+use crate::transaction::Pool;
 
 /// The relays' policy, which decides what the report counts as held back.
 #[derive(Debug, Clone, Copy)]
@@ -111,7 +112,7 @@ pub struct WorkerKeyStatus {
 /// # Errors
 /// The database's error.
 pub(crate) async fn read(
-    db: &DatabaseConnection,
+    db: &Pool,
     outbox: &Outbox,
     store: &Store,
     policy: RelayPolicy,
@@ -161,10 +162,7 @@ pub(crate) async fn read(
 
 /// The log relay's slots and dead-letter counts, when its tables exist and hold a slot.
 #[cfg(log_relay)]
-async fn log_relay(
-    db: &DatabaseConnection,
-    store: &Store,
-) -> Result<Option<LogRelayStatus>, DbErr> {
+async fn log_relay(db: &Pool, store: &Store) -> Result<Option<LogRelayStatus>, DbErr> {
     if db.get_database_backend() == sea_orm::DbBackend::Sqlite
         || !store.log_tables_exist(db).await?
     {
@@ -192,7 +190,7 @@ async fn log_relay(
 
 /// Without the log relay: none.
 #[cfg(not(log_relay))]
-async fn log_relay(_: &DatabaseConnection, _: &Store) -> Result<Option<LogRelayStatus>, DbErr> {
+async fn log_relay(_: &Pool, _: &Store) -> Result<Option<LogRelayStatus>, DbErr> {
     Ok(None)
 }
 
@@ -200,10 +198,7 @@ async fn log_relay(_: &DatabaseConnection, _: &Store) -> Result<Option<LogRelayS
 /// replication slot; MariaDB keeps none for a replica: a slot streams while its lease is
 /// held).
 #[cfg(log_relay)]
-pub(crate) async fn log_slots(
-    db: &DatabaseConnection,
-    store: &Store,
-) -> Result<Vec<LogSlotStatus>, DbErr> {
+pub(crate) async fn log_slots(db: &Pool, store: &Store) -> Result<Vec<LogSlotStatus>, DbErr> {
     let owners = store.log_slot_owners(db).await?;
     let binlog = db.get_database_backend() == sea_orm::DbBackend::MySql;
     let server_position = if binlog {
@@ -242,7 +237,7 @@ pub(crate) async fn log_slots(
 
 /// MariaDB's `@@gtid_binlog_pos` (`None` without the feature `log-relay-mariadb`).
 #[cfg(log_relay)]
-async fn binlog_position(db: &DatabaseConnection, store: &Store) -> Result<Option<String>, DbErr> {
+async fn binlog_position(db: &Pool, store: &Store) -> Result<Option<String>, DbErr> {
     #[cfg(feature = "log-relay-mariadb")]
     return store.binlog_position(db).await.map(Some);
     #[cfg(not(feature = "log-relay-mariadb"))]
@@ -271,7 +266,7 @@ fn transactions_behind(stored: Option<&str>, server: Option<&str>) -> Option<u64
 
 /// Pending keyed rows per worker key, with the age of each key's oldest claimable row.
 async fn pending_by_worker_key(
-    db: &DatabaseConnection,
+    db: &Pool,
     store: &Store,
     now: DateTime<Utc>,
 ) -> Result<BTreeMap<String, WorkerKeyStatus>, DbErr> {

@@ -99,8 +99,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use sea_orm::sea_query::Value;
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, Statement};
+use sea_orm::{ConnectionTrait, DatabaseConnection};
 
 /// How a unit of work on PostgreSQL wakes up the relays listening on the outbox's `NOTIFY`
 /// channel. See the [module documentation](self). Other backends ignore it.
@@ -283,12 +282,10 @@ impl Shared {
             tracing::debug!(channel, "pool closed: outbox wake-up not sent");
             return;
         }
-        let statement = Statement::from_sql_and_values(
-            DbBackend::Postgres,
-            "SELECT pg_notify($1, '')",
-            [Value::String(Some(channel.clone()))],
-        );
-        match db.execute_raw(statement).await {
+        // The simple protocol, one message: whole on one server connection behind a
+        // transaction pooler too. The channel is a validated identifier (no quote).
+        let statement = format!("SELECT pg_notify('{channel}', '')");
+        match db.execute_unprepared(&statement).await {
             Ok(_) => {
                 self.sent.fetch_add(1, Ordering::Relaxed);
             }

@@ -188,6 +188,10 @@ impl RelayTask {
         if let Some(connections) = settings.max_connections {
             options.max_connections(connections);
         }
+        if settings.outbox.transaction_pooling() {
+            // A server connection lasts one transaction: no statement outlives it.
+            options.map_sqlx_postgres_opts(|options| options.statement_cache_capacity(0));
+        }
         let db = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
             db = Database::connect(options) => db.map_err(|error| {

@@ -451,6 +451,36 @@ url = "nats://127.0.0.1:4222"
     );
 }
 
+/// `transaction_pooling = true` (the database behind PgBouncer in transaction mode) reaches
+/// the relay's `Outbox`; with the log relay it is refused at its key (replication needs a
+/// direct connection).
+#[test]
+fn transaction_pooling_reaches_the_outbox_and_is_refused_for_the_log_relay() {
+    let file = r#"
+[[relay]]
+name = "tenant-1"
+database_url = "postgres://app@pgbouncer:6432/tenant_1"
+transaction_pooling = true
+[relay.broker]
+kind = "nats"
+url = "nats://127.0.0.1:4222"
+"#;
+    let config = ServerConfig::builder().toml(file).build().unwrap();
+    assert!(config.relays[0].outbox.transaction_pooling());
+    let plain = file.replace("transaction_pooling = true\n", "");
+    let config = ServerConfig::builder().toml(&plain).build().unwrap();
+    assert!(!config.relays[0].outbox.transaction_pooling());
+    let log = file.replace(
+        "transaction_pooling = true",
+        "transaction_pooling = true\nmethod = \"log\"",
+    );
+    let error = ServerConfig::builder().toml(&log).build().unwrap_err();
+    let problem = error
+        .about("relay[0].transaction_pooling")
+        .unwrap_or_else(|| panic!("no problem about transaction_pooling in:\n{error}"));
+    assert!(problem.message.contains("directly"), "{problem:?}");
+}
+
 #[test]
 fn syntax_errors_name_their_line_and_column() {
     let error = ServerConfig::builder()

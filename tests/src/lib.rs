@@ -15,6 +15,7 @@ pub mod log_relay_cases;
 pub mod logical_pg;
 pub mod metrics;
 pub mod ops_cli;
+pub mod pgbouncer;
 pub mod proxy;
 pub mod readme;
 pub mod tansu;
@@ -105,6 +106,15 @@ pub fn free_port() -> u16 {
         .and_then(|listener| listener.local_addr())
         .map(|addr| addr.port())
         .unwrap_or_else(|error| panic!("no free loopback port: {error}"))
+}
+
+/// Whether the tests run as root (PostgreSQL and PgBouncer refuse to: the tests run them as
+/// the `postgres` OS user then).
+pub(crate) fn running_as_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|output| String::from_utf8_lossy(&output.stdout).trim() == "0")
 }
 
 fn flag(name: &str) -> bool {
@@ -275,6 +285,7 @@ pub mod book {
         Configuration = "configuration.md",
         Operations = "operations.md",
         RelayService = "relay-service.md",
+        ManyTenants = "many-tenants.md",
         Reliability = "reliability.md",
         Performance = "performance.md",
         Comparison = "comparison.md",

@@ -69,16 +69,9 @@ pub fn bindir() -> Option<PathBuf> {
     })
 }
 
-fn running_as_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|output| String::from_utf8_lossy(&output.stdout).trim() == "0")
-}
-
 /// `program args…`, as the `postgres` OS user when running as root.
 fn as_server_user(program: &Path) -> Command {
-    if running_as_root() {
+    if crate::running_as_root() {
         let mut command = Command::new("runuser");
         command.args(["-u", "postgres", "--"]).arg(program);
         command
@@ -127,7 +120,7 @@ impl LogicalPostgres {
             .tempdir()
             .unwrap_or_else(|error| panic!("cannot create a cluster directory: {error}"))
             .keep();
-        if running_as_root() {
+        if crate::running_as_root() {
             let status = Command::new("chown")
                 .args(["postgres:postgres"])
                 .arg(&dir)
@@ -170,7 +163,7 @@ impl LogicalPostgres {
         );
         // A watchdog shell starts the server and stops it (fast shutdown), then removes the
         // directory, when the test binary (its parent) or the server is gone.
-        let user = if running_as_root() {
+        let user = if crate::running_as_root() {
             "runuser -u postgres --"
         } else {
             ""

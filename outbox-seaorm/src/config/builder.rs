@@ -38,6 +38,7 @@ pub struct OutboxBuilder {
     notify_channel: Option<String>,
     wakeup: PostgresWakeup,
     sqlite_begin_immediate: bool,
+    transaction_pooling: bool,
     trace_source: TraceContextSource,
     jobs: Vec<Job>,
     periodic: Vec<Periodic>,
@@ -60,6 +61,7 @@ impl Default for OutboxBuilder {
             notify_channel: Some(DEFAULT_NOTIFY_CHANNEL.to_owned()),
             wakeup: PostgresWakeup::default(),
             sqlite_begin_immediate: true,
+            transaction_pooling: false,
             trace_source: trace::default_source(),
             jobs: Vec::new(),
             periodic: Vec::new(),
@@ -151,6 +153,24 @@ impl OutboxBuilder {
     /// lock up front and waits for it (up to the connection's busy timeout) instead.
     pub fn sqlite_begin_immediate(mut self, immediate: bool) -> Self {
         self.sqlite_begin_immediate = immediate;
+        self
+    }
+
+    /// Whether the database is reached through a pooler in transaction mode, such as
+    /// PgBouncer's `pool_mode = transaction` (default `false`).
+    ///
+    /// Such a pooler lends a server connection from `BEGIN` to `COMMIT` only, or for one
+    /// protocol exchange outside a transaction. Then the relay, the inbox and the
+    /// operations run each statement they send outside a transaction in a transaction of
+    /// its own (sqlx sends one statement as two exchanges), and the polling relay does not
+    /// `LISTEN` (a notification would reach whichever client holds that server connection
+    /// next): it polls. Units of work run in a transaction anyway. The connection needs
+    /// sqlx's statement cache off (`statement-cache-capacity=0` in the URL) and the pooler
+    /// must drop prepared statements when it takes a server connection back; the book's
+    /// chapter "Many tenants" has the settings. The log relay reads the log through a
+    /// replication connection of its own, which a pooler cannot carry.
+    pub fn transaction_pooling(mut self, pooled: bool) -> Self {
+        self.transaction_pooling = pooled;
         self
     }
 
@@ -307,6 +327,7 @@ impl OutboxBuilder {
             notify_channel: self.notify_channel,
             wakeup: self.wakeup,
             sqlite_begin_immediate: self.sqlite_begin_immediate,
+            transaction_pooling: self.transaction_pooling,
             trace_source: self.trace_source,
             statements: StatementCache::default(),
             jobs,

@@ -101,6 +101,8 @@ struct Settings {
     wakeup: PostgresWakeup,
     notifier: Notifier,
     sqlite_begin_immediate: bool,
+    /// Whether the database sits behind a transaction pooler.
+    transaction_pooling: bool,
     trace_source: TraceContextSource,
     /// The statement texts per backend, built on first use.
     statements: StatementCache,
@@ -263,6 +265,12 @@ impl Outbox {
     /// Whether SQLite units of work begin with `BEGIN IMMEDIATE`.
     pub fn sqlite_begin_immediate(&self) -> bool {
         self.0.sqlite_begin_immediate
+    }
+
+    /// Whether the database is reached through a transaction pooler (see
+    /// [`OutboxBuilder::transaction_pooling`]).
+    pub fn transaction_pooling(&self) -> bool {
+        self.0.transaction_pooling
     }
 
     /// The trace-context hook.

@@ -9,7 +9,7 @@ use outbox_core::cloudevents::{self, CloudEventsError};
 use outbox_core::name::EventType;
 use outbox_core::policy::{Backoff, DeadLetterPolicy};
 use outbox_core::{DecodeError, Envelope};
-use sea_orm::{DatabaseConnection, DbErr};
+use sea_orm::{ConnectionTrait as _, DbErr};
 use tokio::sync::Notify;
 
 use super::dead_letter::{self, NewDeadLetter, RawMessage, StoredMessage};
@@ -22,6 +22,7 @@ use crate::outage::DatabaseOutage;
 use crate::retention::{self, Purge};
 use crate::sql::Store;
 use crate::status::MAX_KEY_CHARS;
+use crate::transaction::Pool;
 
 pub(super) mod builder;
 pub(super) mod outcome;
@@ -35,7 +36,7 @@ use self::outcome::{
 
 #[derive(Debug)]
 struct Inner {
-    db: DatabaseConnection,
+    db: Pool,
     outbox: Outbox,
     name: String,
     routes: BTreeMap<&'static str, &'static HandlerRegistration>,
@@ -128,7 +129,7 @@ impl Consumer {
     }
 
     /// The consumer's database.
-    pub(crate) fn db(&self) -> &DatabaseConnection {
+    pub(crate) fn db(&self) -> &Pool {
         &self.inner.db
     }
 
@@ -153,7 +154,12 @@ impl Consumer {
             return self.unrouted(envelope);
         };
         match route
-            .apply(&inner.db, &inner.outbox, envelope, self.fence.as_deref())
+            .apply(
+                inner.db.connection(),
+                &inner.outbox,
+                envelope,
+                self.fence.as_deref(),
+            )
             .await
         {
             Ok(InboxOutcome::Applied) => Attempt::Settled(Delivered::Applied { attempts: 1 }),

@@ -12,11 +12,12 @@
 use std::collections::{HashMap, HashSet};
 
 use outbox_core::policy::DeadLetterPolicy;
-use sea_orm::{DatabaseConnection, DbErr};
+use sea_orm::DbErr;
 use tokio::sync::{Mutex, MutexGuard};
 
 use crate::config::Outbox;
 use crate::sql::inbox::hold::held_aggregates;
+use crate::transaction::Pool;
 
 /// An aggregate: type and id.
 pub(crate) type Key<'a> = (&'a str, &'a str);
@@ -57,7 +58,7 @@ impl State {
 /// Where the holds of a consumer are read from.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Source<'a> {
-    pub(crate) db: &'a DatabaseConnection,
+    pub(crate) db: &'a Pool,
     pub(crate) outbox: &'a Outbox,
     pub(crate) consumer: &'a str,
     pub(crate) policy: DeadLetterPolicy,

@@ -10,11 +10,12 @@ use crate::config::Outbox;
 use crate::relay::Relay;
 use crate::sql::Store;
 use crate::table::RelayTables;
+use crate::transaction::Pool;
 
 /// The operations API for one outbox. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Operations {
-    pub(super) db: DatabaseConnection,
+    pub(super) db: Pool,
     pub(super) outbox: Outbox,
     pub(super) store: Store,
     pub(super) labels: Vec<metrics::Label>,
@@ -28,7 +29,7 @@ impl Operations {
         let store = Store::new(&outbox, db.get_database_backend());
         let labels = outbox.metric_labels().to_vec();
         Self {
-            db,
+            db: Pool::new(db, outbox.transaction_pooling()),
             outbox,
             store,
             labels,

@@ -16,6 +16,7 @@ use crate::config::Outbox;
 use crate::job::{AlertHook, SharedAlertHook};
 use crate::lease::{RELAY_LEASE, partition_lease};
 use crate::sql::Store;
+use crate::transaction::Pool;
 
 /// Builds a [`Relay`]; every setting has a documented default (see [`RelayConfig`]).
 #[must_use]
@@ -221,8 +222,9 @@ impl<P: Publisher + 'static> RelayBuilder<P> {
             _ => Vec::new(),
         };
         let labels = self.outbox.metric_labels().to_vec();
+        let db = Pool::new(self.db, self.outbox.transaction_pooling());
         Ok(Relay::new(Core {
-            db: self.db,
+            db,
             outbox: self.outbox,
             publisher: Arc::new(self.publisher),
             config: self.config,

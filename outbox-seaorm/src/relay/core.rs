@@ -4,19 +4,19 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use outbox_core::policy::Ordering;
-use sea_orm::DatabaseConnection;
 
 use super::config::RelayConfig;
 use super::outage;
 use crate::config::Outbox;
 use crate::job::SharedAlertHook;
 use crate::sql::{Claim, Store};
+use crate::transaction::Pool;
 
 /// What every engine part of a relay shares: the database, the outbox, the publisher, the
 /// settings and the relay's statements. Built once by [`RelayBuilder`](super::RelayBuilder);
 /// the batch, the pipeline, the leases and the job-queue parts work on it.
 pub(super) struct Core<P> {
-    pub(super) db: DatabaseConnection,
+    pub(super) db: Pool,
     pub(super) outbox: Outbox,
     pub(super) publisher: Arc<P>,
     pub(super) config: RelayConfig,

@@ -56,6 +56,7 @@ use super::decide::{Mark, PublishedRows, apply_marks, count_marks, decide};
 use super::report::RelayError;
 use crate::config::Outbox;
 use crate::sql::{ClaimedRow, Store};
+use crate::transaction::Pool;
 
 /// What the fast path did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -70,7 +71,7 @@ pub struct FastPathReport {
 
 /// Publishes committed rows right away; see the [module documentation](self).
 pub struct FastPath<P> {
-    db: DatabaseConnection,
+    db: Pool,
     outbox: Outbox,
     publisher: Arc<P>,
     config: RelayConfig,
@@ -99,7 +100,7 @@ impl<P: Publisher + 'static> FastPath<P> {
         let store = Store::new(&outbox, db.get_database_backend());
         let labels = outbox.metric_labels().to_vec();
         Self {
-            db,
+            db: Pool::new(db, outbox.transaction_pooling()),
             outbox,
             publisher,
             config,

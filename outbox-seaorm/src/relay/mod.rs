@@ -287,7 +287,7 @@ impl<P: Publisher + 'static> Relay<P> {
 
     /// The database this relay reads.
     pub(crate) fn database(&self) -> &DatabaseConnection {
-        &self.core.db
+        self.core.db.connection()
     }
 
     /// The outbox this relay publishes.
@@ -299,7 +299,7 @@ impl<P: Publisher + 'static> Relay<P> {
     /// settings. Turn on [`RelayBuilder::check_head`] on the relays when using it.
     pub fn fast_path(&self) -> FastPath<P> {
         FastPath::new(
-            self.core.db.clone(),
+            self.core.db.connection().clone(),
             self.core.outbox.clone(),
             Arc::clone(&self.core.publisher),
             self.core.config.clone(),
@@ -580,13 +580,22 @@ impl<P: Publisher + 'static> Relay<P> {
     }
 
     fn start_listener(&self, shutdown: &CancellationToken) -> Option<tokio::task::JoinHandle<()>> {
-        if !self.core.config.listen || self.core.store.backend() != DbBackend::Postgres {
+        // Behind a transaction pooler a LISTEN would hold no session: the relay polls.
+        if !self.core.config.listen
+            || self.core.store.backend() != DbBackend::Postgres
+            || self.core.db.transaction_pooling()
+        {
             return None;
         }
         #[cfg(feature = "postgres")]
         {
             let channel = self.core.outbox.notify_channel()?.to_owned();
-            let pool = self.core.db.get_postgres_connection_pool().clone();
+            let pool = self
+                .core
+                .db
+                .connection()
+                .get_postgres_connection_pool()
+                .clone();
             Some(tokio::spawn(listener::listen(
                 pool,
                 channel,

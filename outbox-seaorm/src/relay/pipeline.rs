@@ -144,17 +144,20 @@ impl<P: Publisher + 'static> Core<P> {
         let backend = self.store.backend();
         let listener = backend == DbBackend::Postgres
             && self.config.listen
+            && !self.db.transaction_pooling()
             && self.outbox.notify_channel().is_some();
         let available: u32 = match backend {
             #[cfg(feature = "postgres")]
             DbBackend::Postgres => self
                 .db
+                .connection()
                 .get_postgres_connection_pool()
                 .options()
                 .get_max_connections(),
             #[cfg(feature = "mysql")]
             DbBackend::MySql => self
                 .db
+                .connection()
                 .get_mysql_connection_pool()
                 .options()
                 .get_max_connections(),

@@ -25,10 +25,10 @@ use sea_orm::{
 /// PostgreSQL and on MariaDB (sqlx 0.9 only rolls back a cancelled `BEGIN` when it opens a
 /// savepoint).
 pub(crate) async fn begin_whole(
-    db: &DatabaseConnection,
+    db: &impl SeaOrmPool,
     options: TransactionOptions,
 ) -> Result<DatabaseTransaction, DbErr> {
-    let db = db.clone();
+    let db = db.sea_orm_pool().clone();
     tokio::spawn(async move { db.begin_with_options(options).await })
         .await
         .map_err(|error| DbErr::Custom(format!("opening a transaction: {error}")))?
@@ -36,7 +36,7 @@ pub(crate) async fn begin_whole(
 
 /// [`begin_whole`] at an isolation level (`None`: the database's default).
 pub(crate) async fn begin_whole_at(
-    db: &DatabaseConnection,
+    db: &impl SeaOrmPool,
     isolation: Option<IsolationLevel>,
 ) -> Result<DatabaseTransaction, DbErr> {
     let options = TransactionOptions {
@@ -44,4 +44,16 @@ pub(crate) async fn begin_whole_at(
         ..TransactionOptions::default()
     };
     begin_whole(db, options).await
+}
+
+/// What a transaction can be begun on: a SeaORM pool, or the engines' [`Pool`] around one.
+pub(crate) trait SeaOrmPool {
+    /// The SeaORM pool.
+    fn sea_orm_pool(&self) -> &DatabaseConnection;
+}
+
+impl SeaOrmPool for DatabaseConnection {
+    fn sea_orm_pool(&self) -> &DatabaseConnection {
+        self
+    }
 }

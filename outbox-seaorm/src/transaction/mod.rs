@@ -13,10 +13,14 @@
 //! - [`begin`]: `BEGIN` on a task of its own (the relay, the operations, the inbox, every
 //!   unit of work begun on a pool);
 //! - [`task`]: a transaction whose every statement, and its `COMMIT`, runs on a task of its
-//!   own on MariaDB (the unit of work's).
+//!   own on MariaDB (the unit of work's);
+//! - [`pool`]: the pool of the relay, the inbox and the operations, which behind a
+//!   transaction pooler runs each statement outside a transaction in one of its own.
 
 mod begin;
+mod pool;
 mod task;
 
 pub(crate) use begin::{begin_whole, begin_whole_at};
+pub(crate) use pool::Pool;
 pub(crate) use task::TaskTransaction;

@@ -81,6 +81,8 @@ pub(crate) struct FileRelay {
     pub(crate) retention: Option<String>,
     pub(crate) worker_keys: Option<Vec<String>>,
     pub(crate) max_connections: Option<u32>,
+    /// The database is reached through a pooler in transaction mode (PgBouncer).
+    pub(crate) transaction_pooling: Option<bool>,
     pub(crate) log: Option<FileLog>,
     pub(crate) broker: Option<FileBroker>,
 }

@@ -1,5 +1,6 @@
-//! The `Outbox` of a `[[relay]]`: its tables, column naming, partitions, write mode and
-//! the metric label `relay = <name>`, checked by the library's own builder.
+//! The `Outbox` of a `[[relay]]`: its tables, column naming, partitions, write mode,
+//! whether a transaction pooler stands in front of its database, and the metric label
+//! `relay = <name>`, checked by the library's own builder.
 
 use outbox_seaorm::table::{ColumnNaming, TableName};
 use outbox_seaorm::{Outbox, WriteMode};
@@ -44,6 +45,16 @@ pub(crate) fn check_outbox(
     }
     if let Some(partitions) = file.partitions {
         builder = builder.partitions(partitions);
+    }
+    if let Some(pooled) = file.transaction_pooling {
+        if pooled && file.method.as_deref() == Some("log") {
+            problems.add(
+                format!("{path}.transaction_pooling"),
+                "the log relay replicates through database_url, which must reach PostgreSQL \
+                 directly, not through a pooler",
+            );
+        }
+        builder = builder.transaction_pooling(pooled);
     }
     if let Some(log) = &file.log {
         let mode = match log.write_mode.as_deref() {

@@ -16,6 +16,7 @@ use super::{Consumer, Inner};
 use crate::config::Outbox;
 use crate::inbox::HandlerRegistration;
 use crate::inbox::hold::Holds;
+use crate::transaction::Pool;
 
 /// Why [`ConsumerBuilder::build`] refused a configuration.
 #[derive(Debug, thiserror::Error)]
@@ -237,7 +238,7 @@ impl ConsumerBuilder {
         let outage = DatabaseOutage::new("consumer", consumer.clone(), labels.clone());
         Ok(Consumer {
             inner: Arc::new(Inner {
-                db: self.db,
+                db: Pool::new(self.db, self.outbox.transaction_pooling()),
                 outbox: self.outbox,
                 name: consumer,
                 routes,

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use chrono::TimeDelta;
-use sea_orm::DbErr;
+use sea_orm::{ConnectionTrait as _, DbErr};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 

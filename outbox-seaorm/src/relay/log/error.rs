@@ -210,6 +210,19 @@ pub enum LogRelayError {
         /// The slot.
         slot: String,
     },
+    /// The replication connection reached a connection pooler (PgBouncer refuses the
+    /// `replication` startup parameter): the log relay reads the log through a connection
+    /// of its own, straight to PostgreSQL.
+    #[error(
+        "the log relay's replication connection went through a connection pooler, which cannot \
+         carry replication ({message}): give the log relay a URL straight to PostgreSQL \
+         (connection_url), even when its pool and the services go through the pooler \
+         (book: Many tenants § Behind PgBouncer)"
+    )]
+    ThroughPooler {
+        /// What the pooler said.
+        message: String,
+    },
     /// A database statement failed.
     #[error("database error: {0}")]
     Database(#[from] DbErr),

@@ -108,7 +108,7 @@ mod wal_row;
 use std::time::Duration;
 
 use outbox_core::publish::Publisher;
-use sea_orm::DatabaseConnection;
+use sea_orm::{ConnectionTrait as _, DatabaseConnection};
 use tokio_util::sync::CancellationToken;
 
 pub use builder::LogRelayBuilder;
@@ -122,6 +122,7 @@ use self::source::{SourceError, SourceSettings};
 use crate::config::Outbox;
 use crate::outage::DatabaseOutage;
 use crate::sql::{Store, dialect};
+use crate::transaction::Pool;
 
 /// The step of [`LogRelay::run`]'s loop that takes the lease and streams, as
 /// [`DatabaseOutage`] names it.
@@ -143,7 +144,7 @@ enum Source {
 
 /// A relay that tails PostgreSQL's log; see the [module documentation](self).
 pub struct LogRelay<P> {
-    db: DatabaseConnection,
+    db: Pool,
     outbox: Outbox,
     publisher: P,
     config: LogRelayConfig,
@@ -164,6 +165,7 @@ impl<P> std::fmt::Debug for LogRelay<P> {
 impl<P> LogRelay<P> {
     fn new(db: DatabaseConnection, outbox: Outbox, publisher: P, config: LogRelayConfig) -> Self {
         let store = Store::new(&outbox, db.get_database_backend());
+        let db = Pool::new(db, outbox.transaction_pooling());
         let labels = outbox.metric_labels().to_vec();
         let outage = DatabaseOutage::new("log relay", config.slot.clone(), labels.clone());
         Self {
@@ -342,7 +344,11 @@ impl<P: Publisher + 'static> LogRelay<P> {
     #[cfg(feature = "log-relay")]
     fn source_settings(&self) -> SourceSettings {
         let url = self.config.connection_url.clone().unwrap_or_else(|| {
-            let options = self.db.get_postgres_connection_pool().connect_options();
+            let options = self
+                .db
+                .connection()
+                .get_postgres_connection_pool()
+                .connect_options();
             let port = options.get_port().to_string();
             let host = match options.get_socket() {
                 Some(socket) => socket.display().to_string(),
@@ -372,6 +378,12 @@ impl<P: Publisher + 'static> LogRelay<P> {
         let invalidated = error.sqlstate.as_deref() == Some(SLOT_INVALIDATED)
             && (error.message.contains("invalidated")
                 || error.message.contains("can no longer get changes"));
+        // PgBouncer's answer to `replication=database`.
+        if error.message.contains("unsupported startup parameter") {
+            return LogRelayError::ThroughPooler {
+                message: error.message,
+            };
+        }
         if invalidated {
             return LogRelayError::SlotInvalidated {
                 slot: self.config.slot.clone(),

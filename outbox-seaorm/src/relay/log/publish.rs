@@ -21,12 +21,12 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::transaction::Pool;
 use chrono::{DateTime, Utc};
 use outbox_core::metric;
 use outbox_core::policy::DeadLetterPolicy;
 use outbox_core::publish::{ErrorClass, MessageOutcome, PublishError, PublishErrorKind, Publisher};
 use outbox_core::{Envelope, EnvelopeConfig};
-use sea_orm::DatabaseConnection;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -105,7 +105,7 @@ struct Published {
 pub(super) struct Publishing<'a, P> {
     pub(super) publisher: &'a P,
     pub(super) config: &'a LogRelayConfig,
-    pub(super) db: &'a DatabaseConnection,
+    pub(super) db: &'a Pool,
     pub(super) store: &'a Store,
     pub(super) columns: OutboxColumns,
     pub(super) table: StreamedTable,

@@ -3,12 +3,13 @@
 //! the publication covers the outbox's inserts. Each problem is a [`LogRelayError`] that
 //! says what to do.
 
-use sea_orm::{DatabaseConnection, DbErr};
+use sea_orm::DbErr;
 
 use super::config::LogRelayConfig;
 use super::error::LogRelayError;
 use crate::sql::Store;
 use crate::sql::log::{Preflight, SlotRow};
+use crate::transaction::Pool;
 
 /// `duplicate_object`: another relay created the publication between our check and our
 /// `CREATE`.
@@ -16,7 +17,7 @@ const DUPLICATE_OBJECT: &str = "42710";
 
 /// Checks the server and the slot, creates the publication when missing.
 pub(super) async fn prepare(
-    db: &DatabaseConnection,
+    db: &Pool,
     store: &Store,
     config: &LogRelayConfig,
 ) -> Result<(), LogRelayError> {
@@ -94,7 +95,7 @@ fn check_slot(
 }
 
 async fn ensure_publication(
-    db: &DatabaseConnection,
+    db: &Pool,
     store: &Store,
     config: &LogRelayConfig,
     server_major: i32,

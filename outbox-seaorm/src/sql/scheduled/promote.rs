@@ -23,22 +23,20 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Value;
-use sea_orm::{
-    ConnectionTrait, DatabaseConnection, DbBackend, DbErr, SqliteTransactionMode,
-    TransactionOptions,
-};
+use sea_orm::{ConnectionTrait, DbBackend, DbErr, SqliteTransactionMode, TransactionOptions};
 
 use crate::config::WriteMode;
 use crate::sql::columns::{self, Column, Insert};
 use crate::sql::dialect::{self, quote};
 use crate::sql::store::Store;
+use crate::transaction::Pool;
 
 impl Store {
     /// Moves up to `limit` rows due at `now` from the scheduled table into the outbox
     /// table, in one transaction. Returns how many moved.
     pub(crate) async fn promote(
         &self,
-        db: &DatabaseConnection,
+        db: &Pool,
         now: DateTime<Utc>,
         limit: u64,
     ) -> Result<u64, DbErr> {

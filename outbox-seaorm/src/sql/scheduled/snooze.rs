@@ -12,7 +12,7 @@
 
 use chrono::{DateTime, Utc};
 use outbox_core::Envelope;
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, TransactionTrait};
+use sea_orm::{ConnectionTrait, DbErr, TransactionTrait};
 
 use super::insert::{insert_scheduled, prepare_scheduled};
 use crate::error::CommitError;
@@ -20,6 +20,7 @@ use crate::sql::columns::{self, Column, Insert};
 use crate::sql::dialect::{self, quote};
 use crate::sql::store::Store;
 use crate::status::OutboxStatus;
+use crate::transaction::Pool;
 
 /// Why a snoozed job could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -38,7 +39,7 @@ impl Store {
     /// outbox tables.
     pub(crate) async fn snooze_to_scheduled(
         &self,
-        db: &DatabaseConnection,
+        db: &Pool,
         envelope: Envelope,
         now: DateTime<Utc>,
         at: DateTime<Utc>,

@@ -131,7 +131,11 @@ impl<P: Publisher + 'static> LogRelay<P> {
     /// port, user and database (no password: give a URL when the user has one).
     fn binlog_settings(&self, database: Option<&str>) -> BinlogSettings {
         let url = self.config.connection_url.clone().unwrap_or_else(|| {
-            let options = self.db.get_mysql_connection_pool().connect_options();
+            let options = self
+                .db
+                .connection()
+                .get_mysql_connection_pool()
+                .connect_options();
             let mut url = format!(
                 "mysql://{}@{}:{}/{}",
                 options.get_username(),

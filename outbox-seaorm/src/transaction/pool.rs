@@ -1,0 +1,176 @@
+//! [`Pool`]: the database pool as the relay, the inbox and the operations use it — a
+//! SeaORM pool that, behind a transaction pooler, runs each statement outside a
+//! transaction in a transaction of its own.
+//!
+//! Behind PgBouncer in `pool_mode = transaction`, a client holds a server connection only
+//! from `BEGIN` to `COMMIT`, or for one statement outside a transaction, which ends at the
+//! protocol's `Sync`. sqlx sends a statement with parameters as two exchanges, each ending
+//! in a `Sync`: `Parse` (and `Describe`), then `Bind` and `Execute`. Outside a transaction
+//! the pooler may give the second exchange another server connection, one that has never
+//! seen the statement — or, worse, has another client's statement of that name. Inside a
+//! transaction both exchanges go to the same server connection. So with
+//! [`OutboxBuilder::transaction_pooling`](crate::OutboxBuilder::transaction_pooling) every
+//! statement of the engines outside a transaction runs as `BEGIN`, the statement, `COMMIT`
+//! (two more round trips); without it the pool is used as it is.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use sea_orm::{
+    AccessMode, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr,
+    ExecResult, IsolationLevel, QueryResult, Statement, TransactionError, TransactionOptions,
+    TransactionTrait,
+};
+
+use super::begin::{SeaOrmPool, begin_whole};
+
+/// A SeaORM pool, with a transaction around each statement outside one when it sits
+/// behind a transaction pooler (see the [module documentation](self)).
+#[derive(Debug, Clone)]
+pub(crate) struct Pool {
+    db: DatabaseConnection,
+    transaction_pooling: bool,
+}
+
+impl Pool {
+    /// `db`, behind a transaction pooler or not.
+    pub(crate) fn new(db: DatabaseConnection, transaction_pooling: bool) -> Self {
+        Self {
+            db,
+            transaction_pooling,
+        }
+    }
+
+    /// The SeaORM pool itself (its statements outside a transaction run as they are).
+    pub(crate) fn connection(&self) -> &DatabaseConnection {
+        &self.db
+    }
+
+    /// Whether it sits behind a transaction pooler.
+    pub(crate) fn transaction_pooling(&self) -> bool {
+        self.transaction_pooling
+    }
+
+    /// The transaction of one statement, behind a transaction pooler; `None` otherwise.
+    async fn statement_transaction(&self) -> Result<Option<DatabaseTransaction>, DbErr> {
+        if !self.transaction_pooling {
+            return Ok(None);
+        }
+        begin_whole(&self.db, TransactionOptions::default())
+            .await
+            .map(Some)
+    }
+}
+
+/// `$call` on the pool, or in a transaction of its own behind a transaction pooler.
+macro_rules! each_in_a_transaction {
+    ($pool:expr, $conn:ident => $call:expr) => {
+        match $pool.statement_transaction().await? {
+            None => {
+                let $conn = &$pool.db;
+                $call.await
+            }
+            Some(txn) => {
+                let $conn = &txn;
+                let result = $call.await?;
+                txn.commit().await?;
+                Ok(result)
+            }
+        }
+    };
+}
+
+impl SeaOrmPool for Pool {
+    fn sea_orm_pool(&self) -> &DatabaseConnection {
+        &self.db
+    }
+}
+
+#[async_trait::async_trait]
+impl ConnectionTrait for Pool {
+    fn get_database_backend(&self) -> DbBackend {
+        self.db.get_database_backend()
+    }
+
+    async fn execute_raw(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
+        each_in_a_transaction!(self, conn => conn.execute_raw(stmt))
+    }
+
+    /// The simple protocol: one message, whole on one server connection.
+    async fn execute_unprepared(&self, sql: &str) -> Result<ExecResult, DbErr> {
+        self.db.execute_unprepared(sql).await
+    }
+
+    async fn query_one_raw(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
+        each_in_a_transaction!(self, conn => conn.query_one_raw(stmt))
+    }
+
+    async fn query_all_raw(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
+        each_in_a_transaction!(self, conn => conn.query_all_raw(stmt))
+    }
+
+    fn support_returning(&self) -> bool {
+        self.db.support_returning()
+    }
+
+    fn is_mock_connection(&self) -> bool {
+        self.db.is_mock_connection()
+    }
+}
+
+#[async_trait::async_trait]
+impl TransactionTrait for Pool {
+    type Transaction = DatabaseTransaction;
+
+    async fn begin(&self) -> Result<DatabaseTransaction, DbErr> {
+        self.db.begin().await
+    }
+
+    async fn begin_with_config(
+        &self,
+        isolation_level: Option<IsolationLevel>,
+        access_mode: Option<AccessMode>,
+    ) -> Result<DatabaseTransaction, DbErr> {
+        self.db
+            .begin_with_config(isolation_level, access_mode)
+            .await
+    }
+
+    async fn begin_with_options(
+        &self,
+        options: TransactionOptions,
+    ) -> Result<DatabaseTransaction, DbErr> {
+        self.db.begin_with_options(options).await
+    }
+
+    async fn transaction<F, T, E>(&self, callback: F) -> Result<T, TransactionError<E>>
+    where
+        F: for<'c> FnOnce(
+                &'c DatabaseTransaction,
+            ) -> Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'c>>
+            + Send,
+        T: Send,
+        E: std::fmt::Display + std::fmt::Debug + Send,
+    {
+        self.db.transaction(callback).await
+    }
+
+    async fn transaction_with_config<F, T, E>(
+        &self,
+        callback: F,
+        isolation_level: Option<IsolationLevel>,
+        access_mode: Option<AccessMode>,
+    ) -> Result<T, TransactionError<E>>
+    where
+        F: for<'c> FnOnce(
+                &'c DatabaseTransaction,
+            ) -> Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'c>>
+            + Send,
+        T: Send,
+        E: std::fmt::Display + std::fmt::Debug + Send,
+    {
+        self.db
+            .transaction_with_config(callback, isolation_level, access_mode)
+            .await
+    }
+}
