@@ -20,6 +20,9 @@
 //!   PostgreSQL prefers the primary key, and then every claim of both loops walks all the
 //!   rows published since the start of the run: that measures the bloat, not the loops.)
 //!   Printed: rows/s of each, relay / raw and relay / simple per round, and their medians.
+//!   With `--pooler-url` (a PgBouncer in transaction mode in front of the same server), a
+//!   fourth loop: the same relay through it with `transaction_pooling`, on a table of its
+//!   own; printed as pooled / relay (issue 37).
 //! - **latency**: producers commit one event each at a steady total rate (default 1 000/s)
 //!   while a relay runs; commit-to-publish latency (from `commit()` returning to the
 //!   in-process broker receiving the message) p50 / p99 / max, with the `NOTIFY` wake-up
@@ -88,6 +91,8 @@ pub enum DrainMode {
     Raw,
     /// The simplest hand-written loop on a narrow table of its own.
     Simple,
+    /// `Relay::drain` through the PgBouncer of `--pooler-url`, with `transaction_pooling`.
+    Pooled,
 }
 
 /// `--ordering` of the relay in `drain`.
@@ -186,6 +191,11 @@ pub struct RelayArgs {
     /// an index of its own.
     #[arg(long)]
     pub priorities: bool,
+    /// drain: a PgBouncer in transaction pooling mode in front of the server of
+    /// `--database-url` (`postgres://user@host:port`, no database: the scratch database's
+    /// name is added); adds a fourth loop, the relay through it with `transaction_pooling`.
+    #[arg(long)]
+    pub pooler_url: Option<String>,
 }
 
 /// Accepts everything at once.
@@ -311,7 +321,18 @@ pub async fn run(args: RelayArgs) -> Result<(), BoxError> {
         }
         let db = connect(&url).await?;
         if matches!(args.part, Part::All | Part::Drain) {
-            drain::drain(&db, &args).await?;
+            let pooled = match &args.pooler_url {
+                Some(pooler) => {
+                    let name = url.rsplit_once('/').map_or("", |(_, name)| name);
+                    let pooled = format!(
+                        "{}/{name}?statement-cache-capacity=0",
+                        pooler.trim_end_matches('/')
+                    );
+                    Some(connect(&pooled).await?)
+                }
+                None => None,
+            };
+            drain::drain(&db, pooled.as_ref(), &args).await?;
         }
         if matches!(args.part, Part::All | Part::Latency) {
             latency::latency(&db, &args).await?;

@@ -15,6 +15,8 @@ use crate::measure::median;
 
 /// The drain benchmark's own tables.
 const OUTBOX: &str = "bench_outbox";
+/// The table of the relays through the pooler (leases of their own).
+const POOLED_OUTBOX: &str = "bench_pooled";
 
 /// Empties the table of `mode` and fills it with the same fresh rows (see the module
 /// documentation of `relay`).
@@ -24,6 +26,11 @@ async fn reset(pool: &PgPool, mode: DrainMode, rows: usize) -> Result<(), BoxErr
             sqlx::query("TRUNCATE bench_outbox").execute(pool).await?;
             fill(pool, OUTBOX, rows, false).await?;
             vacuum(pool, OUTBOX).await
+        }
+        DrainMode::Pooled => {
+            sqlx::query("TRUNCATE bench_pooled").execute(pool).await?;
+            fill(pool, POOLED_OUTBOX, rows, false).await?;
+            vacuum(pool, POOLED_OUTBOX).await
         }
         DrainMode::Simple => {
             simple::refill(pool, rows).await?;
@@ -42,7 +49,7 @@ async fn run_mode(
 ) -> Result<usize, BoxError> {
     let workers = relays.len();
     match mode {
-        DrainMode::Relay => {
+        DrainMode::Relay | DrainMode::Pooled => {
             let drains = relays.iter_mut().map(|relay| relay.drain());
             let reports = futures_util::future::try_join_all(drains).await?;
             Ok(reports.iter().map(|report| report.published).sum())
@@ -106,7 +113,11 @@ pub(super) async fn relays<P: Publisher + Clone + 'static>(
 }
 
 /// The benchmark.
-pub(super) async fn drain(db: &DatabaseConnection, args: &RelayArgs) -> Result<(), BoxError> {
+pub(super) async fn drain(
+    db: &DatabaseConnection,
+    pooled: Option<&DatabaseConnection>,
+    args: &RelayArgs,
+) -> Result<(), BoxError> {
     let outbox = Outbox::builder()
         .outbox_table(OUTBOX)
         .inbox_table("bench_inbox")
@@ -114,6 +125,19 @@ pub(super) async fn drain(db: &DatabaseConnection, args: &RelayArgs) -> Result<(
     outbox_seaorm::schema::install(db, &outbox).await?;
     let pool = db.get_postgres_connection_pool().clone();
     simple::create(&pool).await?;
+    // The same relays through the pooler, on a table of their own.
+    let mut pooled_relays = match pooled {
+        Some(pooled) => {
+            let outbox = Outbox::builder()
+                .outbox_table(POOLED_OUTBOX)
+                .inbox_table("bench_pooled_inbox")
+                .transaction_pooling(true)
+                .build()?;
+            outbox_seaorm::schema::install(db, &outbox).await?; // directly, as migrations run
+            relays(pooled, &outbox, args, Noop, "bench-pooled", None).await?
+        }
+        None => Vec::new(),
+    };
     let mut relays = relays(db, &outbox, args, Noop, "bench-relay", None).await?;
     let ordering: Ordering = args.ordering.into();
     println!(
@@ -132,25 +156,44 @@ pub(super) async fn drain(db: &DatabaseConnection, args: &RelayArgs) -> Result<(
         },
     );
     println!(
-        "{:>6}  {:>14}  {:>14}  {:>14}  {:>10}  {:>13}",
-        "round", "relay rows/s", "raw rows/s", "simple rows/s", "relay/raw", "relay/simple"
+        "{:>6}  {:>14}  {:>14}  {:>14}  {:>10}  {:>13}  {:>15}  {:>12}",
+        "round",
+        "relay rows/s",
+        "raw rows/s",
+        "simple rows/s",
+        "relay/raw",
+        "relay/simple",
+        "pooled rows/s",
+        "pooled/relay"
     );
-    const MODES: [DrainMode; 3] = [DrainMode::Relay, DrainMode::Raw, DrainMode::Simple];
-    let (mut vs_raw, mut vs_simple) = (Vec::new(), Vec::new());
+    const MODES: [DrainMode; 4] = [
+        DrainMode::Relay,
+        DrainMode::Raw,
+        DrainMode::Simple,
+        DrainMode::Pooled,
+    ];
+    let (mut vs_raw, mut vs_simple, mut vs_direct) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..args.rounds.max(1) {
-        let mut rates = [f64::NAN; 3];
+        let mut rates = [f64::NAN; 4];
         // Each round starts with another mode: each runs first, second and third in turn.
         for step in 0..MODES.len() {
             let which = (round + step) % MODES.len();
             let mode = MODES[which];
-            if !args.drain_modes.contains(&mode) {
+            let pooled = mode == DrainMode::Pooled;
+            if (pooled && pooled_relays.is_empty())
+                || (!pooled && !args.drain_modes.contains(&mode))
+            {
                 continue;
             }
             reset(&pool, mode, args.rows).await?;
             let started = Instant::now();
             let published = run_mode(
                 mode,
-                &mut relays,
+                if pooled {
+                    &mut pooled_relays
+                } else {
+                    &mut relays
+                },
                 &pool,
                 args.batch_size,
                 args.keep_published,
@@ -164,19 +207,22 @@ pub(super) async fn drain(db: &DatabaseConnection, args: &RelayArgs) -> Result<(
             }
             rates[which] = args.rows as f64 / took.as_secs_f64();
         }
-        let (relay, raw, simple) = (rates[0], rates[1], rates[2]);
+        let (relay, raw, simple, pooled) = (rates[0], rates[1], rates[2], rates[3]);
         vs_raw.push(relay / raw);
         vs_simple.push(relay / simple);
+        vs_direct.push(pooled / relay);
         println!(
-            "{round:>6}  {relay:>14.0}  {raw:>14.0}  {simple:>14.0}  {:>10.3}  {:>13.3}",
+            "{round:>6}  {relay:>14.0}  {raw:>14.0}  {simple:>14.0}  {:>10.3}  {:>13.3}  {pooled:>15.0}  {:>12.3}",
             relay / raw,
-            relay / simple
+            relay / simple,
+            pooled / relay
         );
     }
     println!(
-        "drain: median relay / raw = {:.3}, median relay / simple = {:.3} over {} rounds",
+        "drain: median relay / raw = {:.3}, median relay / simple = {:.3}, median pooled / relay = {:.3} over {} rounds",
         median(&mut vs_raw).unwrap_or(f64::NAN),
         median(&mut vs_simple).unwrap_or(f64::NAN),
+        median(&mut vs_direct).unwrap_or(f64::NAN),
         args.rounds.max(1)
     );
     Ok(())
