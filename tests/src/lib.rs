@@ -117,6 +117,23 @@ pub(crate) fn running_as_root() -> bool {
         .is_ok_and(|output| String::from_utf8_lossy(&output.stdout).trim() == "0")
 }
 
+/// Gives `dir` and what it holds to the `postgres` OS user when the tests run as root (the
+/// servers they start run as that user then).
+pub(crate) fn give_to_server_user(dir: &std::path::Path) {
+    if !running_as_root() {
+        return;
+    }
+    let status = std::process::Command::new("chown")
+        .args(["-R", "postgres:postgres"])
+        .arg(dir)
+        .status();
+    assert!(
+        status.is_ok_and(|status| status.success()),
+        "cannot give {} to the postgres user",
+        dir.display()
+    );
+}
+
 fn flag(name: &str) -> bool {
     std::env::var(name).is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
 }

@@ -120,17 +120,7 @@ impl LogicalPostgres {
             .tempdir()
             .unwrap_or_else(|error| panic!("cannot create a cluster directory: {error}"))
             .keep();
-        if crate::running_as_root() {
-            let status = Command::new("chown")
-                .args(["postgres:postgres"])
-                .arg(&dir)
-                .status();
-            assert!(
-                status.is_ok_and(|status| status.success()),
-                "cannot give {} to the postgres user",
-                dir.display()
-            );
-        }
+        crate::give_to_server_user(&dir);
         let data = dir.join("data");
         let output = as_server_user(&bindir.join("initdb"))
             .arg("-D")

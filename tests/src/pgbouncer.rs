@@ -5,9 +5,9 @@
 //! the upstream server, trust authentication, `pool_mode = transaction`, the pool size asked
 //! for, and the settings the book recommends: `server_reset_query = DEALLOCATE ALL` with
 //! `server_reset_query_always = 1`, so that a server connection handed to another client
-//! carries no prepared statement of the last one) and runs Debian's `/usr/sbin/pgbouncer` on a free loopback port under a watchdog
-//! shell that stops it and removes the directory when the test binary is gone, or when
-//! dropped. PgBouncer refuses to run as root: as root the tests run it as the `postgres`
+//! carries no prepared statement of the last one) and runs Debian's `/usr/sbin/pgbouncer` on
+//! a free loopback port under a watchdog shell that stops it and removes the directory when
+//! the test binary is gone, or when dropped. PgBouncer refuses to run as root: as root the tests run it as the `postgres`
 //! OS user. [`PgBouncer::restart`] stops it and starts it again on the same port (a pooler
 //! restarted under a running service). When the binary is missing the test fails saying so
 //! (skips loudly with `OUTBOX_ALLOW_MISSING_SERVICES=1`).
@@ -74,17 +74,7 @@ impl PgBouncer {
             .unwrap_or_else(|error| panic!("cannot write PgBouncer's configuration: {error}"));
         std::fs::write(dir.join("users.txt"), "\"postgres\" \"\"\n")
             .unwrap_or_else(|error| panic!("cannot write PgBouncer's users: {error}"));
-        if crate::running_as_root() {
-            let status = Command::new("chown")
-                .args(["-R", "postgres:postgres"])
-                .arg(&dir)
-                .status();
-            assert!(
-                status.is_ok_and(|status| status.success()),
-                "cannot give {} to the postgres user",
-                dir.display()
-            );
-        }
+        crate::give_to_server_user(&dir);
         let mut bouncer = PgBouncer {
             child: None,
             port,

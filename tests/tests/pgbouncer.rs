@@ -40,6 +40,15 @@ fn database_name(db: &TestDb) -> String {
     db.url().rsplit('/').next().unwrap().to_owned()
 }
 
+/// The port of the server holding `db` (127.0.0.1), from its URL.
+fn server_port(db: &TestDb) -> u16 {
+    db.url()
+        .rsplit_once(':')
+        .and_then(|(_, rest)| rest.split('/').next())
+        .and_then(|port| port.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {}", db.url()))
+}
+
 /// A SeaORM pool through `bouncer` to `db`'s database, with sqlx's statement cache off.
 async fn through(bouncer: &PgBouncer, db: &TestDb, connections: u32) -> DatabaseConnection {
     let url = format!(
@@ -57,13 +66,7 @@ async fn through(bouncer: &PgBouncer, db: &TestDb, connections: u32) -> Database
 /// The test's PgBouncer in front of the tests' PostgreSQL, and a fresh database on it.
 async fn setup(test: &str) -> Option<(PgBouncer, TestDb)> {
     let db = TestDb::postgres(test).await?;
-    let port = db
-        .url()
-        .rsplit_once(':')
-        .and_then(|(_, rest)| rest.split('/').next())
-        .and_then(|port| port.parse().ok())
-        .unwrap_or(5432);
-    let bouncer = PgBouncer::start(test, port, POOL_SIZE).await?;
+    let bouncer = PgBouncer::start(test, server_port(&db), POOL_SIZE).await?;
     Some((bouncer, db))
 }
 
@@ -279,13 +282,7 @@ async fn the_log_relay_refuses_a_replication_connection_through_the_pooler() {
     let Some(db) = TestDb::logical_postgres(test).await else {
         return;
     };
-    let port = db
-        .url()
-        .rsplit_once(':')
-        .and_then(|(_, rest)| rest.split('/').next())
-        .and_then(|port| port.parse().ok())
-        .unwrap();
-    let Some(bouncer) = PgBouncer::start(test, port, POOL_SIZE).await else {
+    let Some(bouncer) = PgBouncer::start(test, server_port(&db), POOL_SIZE).await else {
         return;
     };
     let outbox = Outbox::default();

@@ -121,7 +121,12 @@ impl Operations {
             OperatorActionKind::Requeue => LogDeadLetterStatus::Requeued,
             _ => LogDeadLetterStatus::Skipped,
         };
-        let txn = self.db.begin().await.map_err(OpsError::Database)?;
+        let txn = self
+            .db
+            .connection()
+            .begin()
+            .await
+            .map_err(OpsError::Database)?;
         let changed = self
             .store
             .transition_log_dead_letter(

@@ -13,13 +13,9 @@
 //! statement of the engines outside a transaction runs as `BEGIN`, the statement, `COMMIT`
 //! (two more round trips); without it the pool is used as it is.
 
-use std::future::Future;
-use std::pin::Pin;
-
 use sea_orm::{
-    AccessMode, ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr,
-    ExecResult, IsolationLevel, QueryResult, Statement, TransactionError, TransactionOptions,
-    TransactionTrait,
+    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, ExecResult,
+    QueryResult, Statement, TransactionOptions,
 };
 
 use super::begin::{SeaOrmPool, begin_whole};
@@ -41,7 +37,8 @@ impl Pool {
         }
     }
 
-    /// The SeaORM pool itself (its statements outside a transaction run as they are).
+    /// The SeaORM pool itself (its statements outside a transaction run as they are;
+    /// transactions begin on it).
     pub(crate) fn connection(&self) -> &DatabaseConnection {
         &self.db
     }
@@ -115,62 +112,5 @@ impl ConnectionTrait for Pool {
 
     fn is_mock_connection(&self) -> bool {
         self.db.is_mock_connection()
-    }
-}
-
-#[async_trait::async_trait]
-impl TransactionTrait for Pool {
-    type Transaction = DatabaseTransaction;
-
-    async fn begin(&self) -> Result<DatabaseTransaction, DbErr> {
-        self.db.begin().await
-    }
-
-    async fn begin_with_config(
-        &self,
-        isolation_level: Option<IsolationLevel>,
-        access_mode: Option<AccessMode>,
-    ) -> Result<DatabaseTransaction, DbErr> {
-        self.db
-            .begin_with_config(isolation_level, access_mode)
-            .await
-    }
-
-    async fn begin_with_options(
-        &self,
-        options: TransactionOptions,
-    ) -> Result<DatabaseTransaction, DbErr> {
-        self.db.begin_with_options(options).await
-    }
-
-    async fn transaction<F, T, E>(&self, callback: F) -> Result<T, TransactionError<E>>
-    where
-        F: for<'c> FnOnce(
-                &'c DatabaseTransaction,
-            ) -> Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'c>>
-            + Send,
-        T: Send,
-        E: std::fmt::Display + std::fmt::Debug + Send,
-    {
-        self.db.transaction(callback).await
-    }
-
-    async fn transaction_with_config<F, T, E>(
-        &self,
-        callback: F,
-        isolation_level: Option<IsolationLevel>,
-        access_mode: Option<AccessMode>,
-    ) -> Result<T, TransactionError<E>>
-    where
-        F: for<'c> FnOnce(
-                &'c DatabaseTransaction,
-            ) -> Pin<Box<dyn Future<Output = Result<T, E>> + Send + 'c>>
-            + Send,
-        T: Send,
-        E: std::fmt::Display + std::fmt::Debug + Send,
-    {
-        self.db
-            .transaction_with_config(callback, isolation_level, access_mode)
-            .await
     }
 }

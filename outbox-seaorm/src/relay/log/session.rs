@@ -118,6 +118,7 @@ impl<P: Publisher + 'static> LogRelay<P> {
     ) -> Result<bool, LogRelayError> {
         let txn = self
             .db
+            .connection()
             .begin_with_config(
                 Some(IsolationLevel::RepeatableRead),
                 Some(AccessMode::ReadOnly),

@@ -46,7 +46,7 @@ impl Store {
     ) -> Result<(), SnoozeWriteError> {
         let message_id = envelope.message_id;
         let row = prepare_scheduled(self.backend, &self.outbox, envelope, now, at, None)?;
-        let txn = db.begin().await?;
+        let txn = db.connection().begin().await?;
         // The outbox table keeps its row under the log relay (table mode, until retention):
         // it goes, or the mover's insert of the same message id would be refused.
         for table in [self.outbox.scheduled_table(), self.outbox.outbox_table()] {
