@@ -18,6 +18,7 @@
 //! - [`config`]: the file, its environment overrides and its checks;
 //! - [`broker`]: the publisher a relay's `[relay.broker]` describes, and its probe;
 //! - [`relay`]: one relay, supervised on its own;
+//! - [`fleet`]: the relays running now, kept matching the file and its tenant sources;
 //! - [`http`]: the operations routes and the Prometheus recorder;
 //! - [`console`]: the operator console;
 //! - [`service`]: all of it, from start to a graceful stop;
@@ -27,6 +28,7 @@ pub mod broker;
 pub mod cli;
 pub mod config;
 pub mod console;
+pub mod fleet;
 pub mod http;
 pub mod relay;
 pub mod service;

@@ -13,6 +13,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use outbox_core::metric;
 use outbox_seaorm::outage::{DatabaseFailure, DatabaseOutage};
 use outbox_seaorm::relay::Relay;
 use outbox_seaorm::relay::log::{LogRelay, LogRelayConfig};
@@ -254,5 +255,20 @@ impl RelayTask {
             .await
             .map(drop)
             .map_err(|error| (RELAY, error.to_string()))
+    }
+}
+
+/// Creates the counters of `relay` at zero, so that `/metrics` has its series (and
+/// `increase()` alerts see their start) before the first event.
+pub fn register_metrics(relay: &RelaySettings) {
+    let labels = relay.outbox.metric_labels().to_vec();
+    metrics::counter!(metric::PUBLISHED, labels.clone()).increment(0);
+    for class in ["transient", "permanent"] {
+        let mut labels = labels.clone();
+        labels.push(metrics::Label::new("class", class));
+        metrics::counter!(metric::PUBLISH_FAILURES, labels).increment(0);
+    }
+    if matches!(relay.method, RelayMethod::Polling) {
+        metrics::counter!(metric::LISTENER_RECONNECTS, labels.clone()).increment(0);
     }
 }

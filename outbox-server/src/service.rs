@@ -1,18 +1,16 @@
 //! [`Service`]: the relays of a [`ServerConfig`] and the HTTP endpoints, from start to a
 //! graceful stop.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
+use std::net::SocketAddr;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
-use crate::console::{Console, Tenant};
+use crate::console::Console;
+use crate::fleet::{Fleet, Reconciler};
 use crate::http::{self, ops::OpsState};
-use crate::relay::RelayTask;
 
 /// The service could not start.
 #[derive(Debug, thiserror::Error)]
@@ -40,29 +38,20 @@ pub enum ServiceError {
 #[derive(Debug)]
 pub struct Service {
     config: ServerConfig,
-    relays: Vec<Arc<RelayTask>>,
     metrics: PrometheusHandle,
 }
 
 impl Service {
     /// The service of `config`, recording into `metrics` (see [`http::metrics::install`]).
     pub fn new(config: ServerConfig, metrics: PrometheusHandle) -> Self {
-        let relays = config.relays.iter().cloned().map(RelayTask::new).collect();
-        Self {
-            config,
-            relays,
-            metrics,
-        }
+        Self { config, metrics }
     }
 
-    /// The relay tasks.
-    pub fn relays(&self) -> &[Arc<RelayTask>] {
-        &self.relays
-    }
-
-    /// Binds the addresses, starts every relay and serves until `shutdown`; then stops
-    /// accepting requests, lets each relay finish what it publishes (the polling relay its
-    /// batch, the log relay its acknowledgement) and returns.
+    /// Binds the addresses, starts every relay (the file's, then the tenants its
+    /// `[tenants]` sources list, kept current while it runs: see [`crate::fleet`]) and
+    /// serves until `shutdown`; then stops accepting requests, lets each relay finish what
+    /// it publishes (the polling relay its batch, the log relay its acknowledgement) and
+    /// returns.
     ///
     /// # Errors
     /// [`ServiceError`]: an address cannot be bound (nothing was started), or serving
@@ -74,15 +63,17 @@ impl Service {
             Some(address) => Some(bind(address).await?),
             None => None,
         };
+        let mut reconciler = Reconciler::new(&self.config, shutdown.clone());
+        reconciler.start().await;
+        let fleet: Fleet = reconciler.fleet();
         let ops = http::ops::router(OpsState {
-            relays: self.relays.clone(),
+            fleet: fleet.clone(),
             metrics: self.metrics.clone(),
         });
         // The main address serves the console (when enabled) and, without an operations
         // address of their own, the operations routes.
         let console = if self.config.console.enabled {
-            let tenants = self.relays.iter().cloned().map(Tenant::of_relay).collect();
-            Console::new(tenants, self.config.console.clone()).router()
+            Console::new(fleet.clone(), self.config.console.clone()).router()
         } else {
             Router::new()
         };
@@ -90,13 +81,8 @@ impl Service {
             Some(ops_listener) => (console, Some((ops_listener, ops))),
             None => (console.merge(ops), None),
         };
-        for relay in &self.relays {
-            http::metrics::register(relay.settings());
-        }
         let mut tasks = tokio::task::JoinSet::new();
-        for relay in &self.relays {
-            tasks.spawn(relay.clone().run(shutdown.clone()));
-        }
+        tasks.spawn(reconciler.run());
         tasks.spawn(http::metrics::upkeep(
             self.metrics.clone(),
             shutdown.clone(),
@@ -104,7 +90,8 @@ impl Service {
         tracing::info!(
             listen = %http.listen,
             ops_listen = ?http.ops_listen,
-            relays = self.relays.len(),
+            relays = fleet.relays().len(),
+            tenant_problems = fleet.problems().len(),
             "outbox relay service started"
         );
         let mut servers = tokio::task::JoinSet::new();

@@ -503,8 +503,97 @@ fn an_empty_file_needs_a_relay() {
     let error = ServerConfig::builder().toml("").build().unwrap_err();
     assert_eq!(
         error.about("relay").unwrap().message,
-        "missing: at least one [[relay]]"
+        "missing: at least one [[relay]], or [tenants] to read them while running"
     );
+}
+
+/// The book's `[tenants]` example (chapter "Many tenants") reads, with its secrets from the
+/// environment, and a tenant entry becomes a relay through the template.
+#[test]
+fn the_tenants_section_reads_and_merges_entries_over_its_template() {
+    let chapter = include_str!("../../docs/book/src/many-tenants.md");
+    let start = chapter.find("```toml\n[tenants]").unwrap() + "```toml\n".len();
+    let block = &chapter[start..];
+    let block = &block[..block.find("```").unwrap()];
+    let config = ServerConfig::builder()
+        .toml(block)
+        .env([
+            (
+                "OUTBOX_TENANTS_CATALOG_URL",
+                "postgres://control:pw@db/control",
+            ),
+            (
+                "OUTBOX_TENANTS_DATABASE_URL",
+                "postgres://relay:pw@db/{tenant}",
+            ),
+            ("OUTBOX_TENANTS_BROKER_URL", "nats://other:4222"),
+        ])
+        .build()
+        .unwrap();
+    assert!(config.relays.is_empty());
+    let tenants = config.tenants.unwrap();
+    assert_eq!(
+        tenants.directory.as_deref(),
+        Some(std::path::Path::new("/etc/outbox/tenants"))
+    );
+    let catalog = tenants.catalog.clone().unwrap();
+    assert_eq!(catalog.url.expose(), "postgres://control:pw@db/control");
+    assert_eq!(catalog.table, "outbox_tenants");
+    assert_eq!(tenants.refresh_interval, std::time::Duration::from_secs(5));
+    assert_eq!(config.overridden_by.len(), 3);
+    assert!(
+        !format!("{tenants:?}").contains("pw@"),
+        "the template's secrets stay out of Debug"
+    );
+    let entry: toml::Table = toml::from_str("batch_size = 25").unwrap();
+    let merged = tenants.merged("acme", &entry);
+    let relay = tenants.check("acme", &entry, merged).unwrap();
+    assert_eq!(relay.name, "acme");
+    assert_eq!(relay.database_url.expose(), "postgres://relay:pw@db/acme");
+    assert_eq!(relay.broker.url.expose(), "nats://other:4222");
+    assert_eq!(relay.relay.batch_size, 25);
+}
+
+#[test]
+fn a_tenants_section_with_every_problem() {
+    let error = ServerConfig::builder()
+        .toml(
+            r#"
+[tenants]
+catalog_table = "x; drop table y"
+refresh_interval = "0s"
+[tenants.template]
+name = "all"
+batch_size = "many"
+colour = "red"
+"#,
+        )
+        .env([("OUTBOX_TENANTS_TYPO", "1")])
+        .build()
+        .unwrap_err();
+    for path in [
+        "tenants",
+        "tenants.catalog_table",
+        "tenants.refresh_interval",
+        "tenants.template.name",
+        "tenants.template.batch_size",
+        "tenants.template.colour",
+        "environment variable OUTBOX_TENANTS_TYPO",
+    ] {
+        assert!(
+            error.about(path).is_some(),
+            "no problem about {path} in:\n{error}"
+        );
+    }
+    assert!(
+        error.about("relay").is_none(),
+        "[tenants] replaces [[relay]]: {error}"
+    );
+    let error = ServerConfig::builder()
+        .toml("[tenants]\ncatalog_url = \"redis://x\"\n")
+        .build()
+        .unwrap_err();
+    assert!(error.about("tenants.catalog_url").is_some(), "{error}");
 }
 
 fn check_config(contents: &[u8], env: &[(&str, &str)]) -> (i32, String, String) {

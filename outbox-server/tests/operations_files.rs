@@ -104,7 +104,7 @@ url = "nats://127.0.0.1:4222"
         )
         .build()
         .unwrap();
-    outbox_server::http::metrics::register(&config.relays[0]);
+    outbox_server::relay::register_metrics(&config.relays[0]);
     let mut relay = Relay::builder(db.conn().clone(), outbox.clone(), broker)
         .retention(Some(Duration::from_secs(3600)))
         .build()

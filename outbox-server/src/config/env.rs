@@ -8,9 +8,13 @@
 //! | `console.user[i].token` | `OUTBOX_CONSOLE_USER_<NAME>_TOKEN` |
 //! | `relay[i].database_url` | `OUTBOX_RELAY_<NAME>_DATABASE_URL` |
 //! | `relay[i].broker.url` | `OUTBOX_RELAY_<NAME>_BROKER_URL` |
+//! | `tenants.catalog_url` | `OUTBOX_TENANTS_CATALOG_URL` |
+//! | `tenants.template.database_url` | `OUTBOX_TENANTS_DATABASE_URL` |
+//! | `tenants.template.broker.url` | `OUTBOX_TENANTS_BROKER_URL` |
 //!
 //! `<NAME>` is the user's or relay's `name` in upper case with `-` as `_`. A variable that
-//! starts with `OUTBOX_HTTP_`, `OUTBOX_CONSOLE_` or `OUTBOX_RELAY_` and names no such key
+//! starts with `OUTBOX_HTTP_`, `OUTBOX_CONSOLE_`, `OUTBOX_RELAY_` or `OUTBOX_TENANTS_` and
+//! names no such key
 //! (a typo, a relay that is not in the file) is an error, never silently ignored; other
 //! `OUTBOX_` variables are not the service's.
 
@@ -21,7 +25,12 @@ use super::problem::Problems;
 use super::value::At;
 
 /// The prefixes of the variables the service reads.
-const PREFIXES: [&str; 3] = ["OUTBOX_HTTP_", "OUTBOX_CONSOLE_", "OUTBOX_RELAY_"];
+const PREFIXES: [&str; 4] = [
+    "OUTBOX_HTTP_",
+    "OUTBOX_CONSOLE_",
+    "OUTBOX_RELAY_",
+    "OUTBOX_TENANTS_",
+];
 
 /// `name` as it appears in a variable: upper case, `-` as `_`.
 pub(crate) fn env_name(name: &str) -> String {
@@ -96,13 +105,49 @@ pub(crate) fn apply(
             relay.broker.get_or_insert_with(FileBroker::default).url = Some(value);
         }
     }
+    if let Some(value) = take(
+        "OUTBOX_TENANTS_CATALOG_URL".into(),
+        "tenants.catalog_url".into(),
+    ) {
+        file.tenants
+            .get_or_insert_with(Default::default)
+            .catalog_url = Some(value);
+    }
+    for (var, key) in [
+        ("OUTBOX_TENANTS_DATABASE_URL", "database_url"),
+        ("OUTBOX_TENANTS_BROKER_URL", "broker.url"),
+    ] {
+        let Some(value) = take(var.into(), format!("tenants.template.{key}")) else {
+            continue;
+        };
+        let tenants = file.tenants.get_or_insert_with(Default::default);
+        let template = tenants.template.get_or_insert_with(Default::default);
+        let value = toml::Value::String(value);
+        match key.split_once('.') {
+            None => {
+                template.insert(key.to_owned(), value);
+            }
+            Some((table, last)) => {
+                let entry = template
+                    .entry(table.to_owned())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                if !entry.is_table() {
+                    *entry = toml::Value::Table(toml::Table::new());
+                }
+                if let toml::Value::Table(inner) = entry {
+                    inner.insert(last.to_owned(), value);
+                }
+            }
+        }
+    }
     for var in unused.keys() {
         problems.add(
             format!("environment variable {var}"),
             "names no setting of this file: the variables are OUTBOX_HTTP_LISTEN, \
              OUTBOX_HTTP_OPS_LISTEN, OUTBOX_CONSOLE_USER_<NAME>_TOKEN, \
              OUTBOX_RELAY_<NAME>_DATABASE_URL and OUTBOX_RELAY_<NAME>_BROKER_URL, for the \
-             users and relays the file names",
+             users and relays the file names, and OUTBOX_TENANTS_CATALOG_URL, \
+             OUTBOX_TENANTS_DATABASE_URL and OUTBOX_TENANTS_BROKER_URL",
         );
     }
     overrides

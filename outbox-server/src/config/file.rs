@@ -20,6 +20,24 @@ pub(crate) struct FileConfig {
     /// on its own.
     #[serde(default)]
     pub(crate) relay: Vec<toml::Value>,
+    /// `[tenants]`: relays read at runtime from a directory or a catalog table.
+    pub(crate) tenants: Option<FileTenants>,
+}
+
+/// `[tenants]`: where the tenants' relays come from while the service runs.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct FileTenants {
+    /// A directory of `<name>.toml` files, each the body of a `[[relay]]`.
+    pub(crate) directory: Option<String>,
+    /// The control database holding the catalog table.
+    pub(crate) catalog_url: Option<String>,
+    /// The catalog table: `name`, `database_url`, `settings` (TOML text).
+    pub(crate) catalog_table: Option<String>,
+    /// How often the sources are read again.
+    pub(crate) refresh_interval: Option<String>,
+    /// The `[[relay]]` body every entry is merged over; `{tenant}` in its strings becomes
+    /// the tenant's name. Kept as TOML: it is read as a relay once merged with an entry.
+    pub(crate) template: Option<toml::Table>,
 }
 
 /// `[http]`: where the service listens.

@@ -43,6 +43,7 @@ mod relay;
 mod route;
 mod secret;
 mod stream;
+mod tenants;
 mod tuning;
 mod value;
 
@@ -60,6 +61,10 @@ pub use relay::{RelayMethod, RelaySettings};
 pub use route::RouteSettings;
 pub use secret::{Secret, redacted_url};
 pub use stream::StreamSettings;
+pub use tenants::{
+    CatalogSettings, DEFAULT_CATALOG_TABLE, DEFAULT_REFRESH_INTERVAL, MAX_ENTRY_BYTES, MAX_TENANTS,
+    TENANT_PLACEHOLDER, TenantsSettings,
+};
 
 use file::{FileConfig, FileRelay};
 use problem::Problems;
@@ -73,8 +78,10 @@ pub struct ServerConfig {
     pub http: HttpSettings,
     /// The operator console.
     pub console: ConsoleSettings,
-    /// The relays, in file order (at least one).
+    /// The relays, in file order (at least one, unless `[tenants]` is set).
     pub relays: Vec<RelaySettings>,
+    /// `[tenants]`: relays read while the service runs.
+    pub tenants: Option<TenantsSettings>,
     /// The environment variables that overrode a value of the file (names only).
     pub overridden_by: Vec<String>,
 }
@@ -145,18 +152,23 @@ impl ServerConfigBuilder {
             .enumerate()
             .map(|(index, value)| read(value, &format!("relay[{index}]"), &mut problems))
             .collect();
-        if relays.is_empty() {
-            problems.add("relay", "missing: at least one [[relay]]");
+        if relays.is_empty() && file.tenants.is_none() {
+            problems.add(
+                "relay",
+                "missing: at least one [[relay]], or [tenants] to read them while running",
+            );
         }
         let overrides = env::apply(&self.env, &mut file, &mut relays, &mut problems);
         let http = http::check(&file.http, &overrides, &mut problems);
         let console = console::check(&file.console, &overrides, &mut problems);
         let relays = relay::check_all(&relays, &overrides, &mut problems);
+        let tenants = tenants::check(file.tenants.as_ref(), &overrides, &mut problems);
         let overridden_by = overrides.variables();
         problems.finish(|| ServerConfig {
             http: http.unwrap_or_else(|| unreachable!("no problem, so [http] was read")),
             console: console.unwrap_or_else(|| unreachable!("no problem, so [console] was read")),
             relays,
+            tenants: tenants.unwrap_or_else(|| unreachable!("no problem, so [tenants] was read")),
             overridden_by,
         })
     }

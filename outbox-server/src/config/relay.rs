@@ -90,7 +90,7 @@ pub(crate) fn check_all(
 }
 
 /// Checks one relay at `path`.
-fn check(
+pub(crate) fn check(
     file: &FileRelay,
     path: &str,
     overrides: &Overrides,

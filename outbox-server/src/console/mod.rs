@@ -58,10 +58,11 @@ use outbox_seaorm::Outbox;
 use sea_orm::DatabaseConnection;
 
 use crate::config::ConsoleSettings;
+use crate::fleet::{SourceProblem, TenantProblem};
 use contracts::Contract;
 pub use error::ConsoleError;
 use session::Sessions;
-pub use tenant::Tenant;
+pub use tenant::{Tenant, Tenants};
 
 /// The console's stylesheet.
 const STYLESHEET: &str = include_str!("../../assets/console.css");
@@ -79,7 +80,7 @@ pub struct Console {
 
 #[derive(Debug)]
 struct Inner {
-    tenants: Vec<Tenant>,
+    tenants: Box<dyn Tenants>,
     settings: ConsoleSettings,
     sessions: Sessions,
     contracts: Vec<Contract>,
@@ -87,13 +88,14 @@ struct Inner {
 }
 
 impl Console {
-    /// The console of `tenants`, for the users of `settings`.
-    pub fn new(tenants: Vec<Tenant>, settings: ConsoleSettings) -> Self {
+    /// The console of `tenants` (a `Vec<Tenant>`, or the service's
+    /// [`Fleet`](crate::fleet::Fleet)), for the users of `settings`.
+    pub fn new(tenants: impl Tenants, settings: ConsoleSettings) -> Self {
         let sessions = Sessions::new(&settings.users, settings.session_ttl);
         let (contracts, contracts_problem) = contracts::load(settings.contracts.as_deref());
         Self {
             inner: Arc::new(Inner {
-                tenants,
+                tenants: Box::new(tenants),
                 settings,
                 sessions,
                 contracts,
@@ -179,19 +181,28 @@ impl Console {
             .with_state(self.clone())
     }
 
-    /// The tenants.
-    pub fn tenants(&self) -> &[Tenant] {
-        &self.inner.tenants
+    /// The tenants now.
+    pub fn tenants(&self) -> Vec<Tenant> {
+        self.inner.tenants.tenants()
+    }
+
+    /// What the tenant list could not apply or read.
+    pub fn tenant_problems(&self) -> (Vec<TenantProblem>, Vec<SourceProblem>) {
+        (
+            self.inner.tenants.problems(),
+            self.inner.tenants.source_problems(),
+        )
     }
 
     /// The tenant named `relay`.
     ///
     /// # Errors
     /// [`ConsoleError::UnknownRelay`].
-    pub fn tenant(&self, relay: &str) -> Result<&Tenant, ConsoleError> {
+    pub fn tenant(&self, relay: &str) -> Result<Tenant, ConsoleError> {
         self.inner
             .tenants
-            .iter()
+            .tenants()
+            .into_iter()
             .find(|tenant| tenant.name() == relay)
             .ok_or_else(|| ConsoleError::UnknownRelay {
                 relay: relay.to_owned(),

@@ -49,9 +49,30 @@ async fn read(tenant: &Tenant) -> Card<'_> {
 
 /// `GET /`.
 pub async fn page(State(console): State<Console>, operator: Operator) -> Markup {
-    let cards = futures_util::future::join_all(console.tenants().iter().map(read)).await;
+    let tenants = console.tenants();
+    let cards = futures_util::future::join_all(tenants.iter().map(read)).await;
+    let (problems, sources) = console.tenant_problems();
     let base = &operator.base;
     let body = html! {
+        @if !problems.is_empty() || !sources.is_empty() {
+            section.tenant-problems role="alert" {
+                h2 { "Tenants not applied" }
+                ul {
+                    @for source in &sources {
+                        li.source-problem {
+                            (source.source) ": " (short(&source.problem, 500))
+                            @if source.running_last_good { " (its last good list keeps running)" }
+                        }
+                    }
+                    @for problem in &problems {
+                        li.tenant-problem data-tenant=(problem.tenant) {
+                            strong { (problem.tenant) } " (" (problem.source) "): " (short(&problem.problem, 500))
+                            @if problem.running { " (runs on its last good settings)" }
+                        }
+                    }
+                }
+            }
+        }
         @for card in &cards {
             (tenant_card(base, card))
         }

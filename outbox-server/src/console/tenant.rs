@@ -11,7 +11,46 @@ use sea_orm::DatabaseConnection;
 
 use super::error::ConsoleError;
 use crate::config::RelayMethod;
+use crate::fleet::{Fleet, SourceProblem, TenantProblem};
 use crate::relay::RelayTask;
+
+/// The outboxes a console shows, read at every request: a fixed list (`Vec<Tenant>`, a
+/// service of one's own) or the relay service's [`Fleet`], whose tenants change while it
+/// runs.
+pub trait Tenants: std::fmt::Debug + Send + Sync + 'static {
+    /// The tenants now.
+    fn tenants(&self) -> Vec<Tenant>;
+
+    /// The tenant entries that could not be applied.
+    fn problems(&self) -> Vec<TenantProblem> {
+        Vec::new()
+    }
+
+    /// The tenant sources that could not be read.
+    fn source_problems(&self) -> Vec<SourceProblem> {
+        Vec::new()
+    }
+}
+
+impl Tenants for Vec<Tenant> {
+    fn tenants(&self) -> Vec<Tenant> {
+        self.clone()
+    }
+}
+
+impl Tenants for Fleet {
+    fn tenants(&self) -> Vec<Tenant> {
+        self.relays().into_iter().map(Tenant::of_relay).collect()
+    }
+
+    fn problems(&self) -> Vec<TenantProblem> {
+        Fleet::problems(self)
+    }
+
+    fn source_problems(&self) -> Vec<SourceProblem> {
+        Fleet::source_problems(self)
+    }
+}
 
 /// One outbox in the console.
 #[derive(Debug, Clone)]

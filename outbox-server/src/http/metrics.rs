@@ -7,8 +7,6 @@ use metrics_exporter_prometheus::{BuildError, Matcher, PrometheusBuilder, Promet
 use outbox_core::metric;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{RelayMethod, RelaySettings};
-
 /// The buckets of the duration histograms, in seconds: from a millisecond to a minute.
 pub const SECONDS_BUCKETS: [f64; 14] = [
     0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0,
@@ -43,20 +41,5 @@ pub async fn upkeep(handle: PrometheusHandle, shutdown: CancellationToken) {
             () = shutdown.cancelled() => break,
             _ = interval.tick() => handle.run_upkeep(),
         }
-    }
-}
-
-/// Creates the counters of `relay` at zero, so that `/metrics` has its series (and
-/// `increase()` alerts see their start) before the first event.
-pub fn register(relay: &RelaySettings) {
-    let labels = relay.outbox.metric_labels().to_vec();
-    metrics::counter!(metric::PUBLISHED, labels.clone()).increment(0);
-    for class in ["transient", "permanent"] {
-        let mut labels = labels.clone();
-        labels.push(metrics::Label::new("class", class));
-        metrics::counter!(metric::PUBLISH_FAILURES, labels).increment(0);
-    }
-    if matches!(relay.method, RelayMethod::Polling) {
-        metrics::counter!(metric::LISTENER_RECONNECTS, labels.clone()).increment(0);
     }
 }

@@ -1,8 +1,6 @@
 //! The operations routes: `/healthz` (the process serves), `/readyz` (every relay's
 //! database and broker answer and its relay runs) and `/metrics` (Prometheus).
 
-use std::sync::Arc;
-
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
@@ -14,13 +12,14 @@ use serde::Serialize;
 use outbox_seaorm::ops::Operations;
 
 use crate::config::RelayMethod;
+use crate::fleet::{Fleet, SourceProblem, TenantProblem};
 use crate::relay::{Phase, RelayTask};
 
 /// What the operations routes read.
 #[derive(Debug, Clone)]
 pub struct OpsState {
-    /// The relay tasks.
-    pub relays: Vec<Arc<RelayTask>>,
+    /// The relays running now.
+    pub fleet: Fleet,
     /// The recorder `/metrics` renders.
     pub metrics: PrometheusHandle,
 }
@@ -52,10 +51,17 @@ async fn metrics(State(state): State<OpsState>) -> Response {
 /// `/readyz`'s answer.
 #[derive(Debug, Serialize)]
 pub struct Readiness {
-    /// Whether every relay is ready.
+    /// Whether every relay is ready, every tenant entry applied and every tenant source
+    /// read at least once.
     pub ready: bool,
     /// Each relay.
     pub relays: Vec<RelayReadiness>,
+    /// The tenant entries that could not be applied (left out when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tenant_problems: Vec<TenantProblem>,
+    /// The tenant sources that could not be read (left out when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub source_problems: Vec<SourceProblem>,
 }
 
 /// One relay in `/readyz`.
@@ -84,15 +90,27 @@ pub struct RelayReadiness {
 }
 
 async fn readyz(State(state): State<OpsState>) -> Response {
-    let checks = state.relays.iter().map(|relay| check(relay));
-    let relays = futures_util::future::join_all(checks).await;
-    let ready = relays.iter().all(|relay| relay.ready);
+    let running = state.fleet.relays();
+    let relays = futures_util::future::join_all(running.iter().map(|relay| check(relay))).await;
+    let tenant_problems = state.fleet.problems();
+    let source_problems = state.fleet.source_problems();
+    // A source down with its last good list running is reported, not unready: every tenant
+    // it listed still relays.
+    let ready = relays.iter().all(|relay| relay.ready)
+        && tenant_problems.is_empty()
+        && source_problems.iter().all(|p| p.running_last_good);
     let status = if ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (status, axum::Json(Readiness { ready, relays })).into_response()
+    let readiness = Readiness {
+        ready,
+        relays,
+        tenant_problems,
+        source_problems,
+    };
+    (status, axum::Json(readiness)).into_response()
 }
 
 async fn check(relay: &RelayTask) -> RelayReadiness {
