@@ -54,8 +54,11 @@ fn tenant(db: &TestDb) -> String {
 
 /// `/readyz` as JSON.
 async fn readyz(ops: SocketAddr) -> (u16, serde_json::Value) {
-    let (status, body) = get(ops, "/readyz").await.unwrap();
-    (status, serde_json::from_str(&body).unwrap())
+    // Not serving yet: status 0.
+    match get(ops, "/readyz").await {
+        Ok((status, body)) => (status, serde_json::from_str(&body).unwrap()),
+        Err(_) => (0, serde_json::json!({ "relays": [] })),
+    }
 }
 
 /// The names of the relays `/readyz` lists.
@@ -528,4 +531,285 @@ refresh_interval = "{REFRESH}"
         db.close().await;
     }
     control.close().await;
+}
+
+/// The `relay` counter `outbox_published_total` of `tenant` in a `/metrics` text.
+fn published(metrics: &str, tenant: &str) -> f64 {
+    support::sample(
+        metrics,
+        &format!("outbox_published_total{{outbox=\"outbox\",relay=\"{tenant}\"}}"),
+    )
+    .unwrap_or(0.0)
+}
+
+/// The readiness entry of `tenant`.
+fn relay_of<'a>(readiness: &'a serde_json::Value, tenant: &str) -> Option<&'a serde_json::Value> {
+    readiness["relays"]
+        .as_array()?
+        .iter()
+        .find(|relay| relay["name"] == tenant)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tenant_faults_stay_with_their_tenant() {
+    const TEST: &str = "tenant_faults_stay_with_their_tenant";
+    let Some(nats_url) = outbox_tests::service(TestService::Nats, TEST) else {
+        return;
+    };
+    let mut dbs = Vec::new();
+    for _ in 0..4 {
+        let Some(db) = TestDb::postgres(TEST).await else {
+            return;
+        };
+        schema::install(db.conn(), &Outbox::default())
+            .await
+            .unwrap();
+        dbs.push(db);
+    }
+    let Some(mut pgbouncer) = outbox_tests::pgbouncer::PgBouncer::start(TEST, 5432, 4).await else {
+        return;
+    };
+    // d's database is where the ghost tenant ends up.
+    let [a, b, c] = [&dbs[0], &dbs[1], &dbs[2]].map(tenant);
+    let id = uuid::Uuid::now_v7().simple().to_string();
+    let tenants = tempfile::tempdir().unwrap();
+    let dir = tenants.path();
+    // a and b behind PgBouncer in transaction mode, c direct, and a tenant whose database
+    // does not answer from the start.
+    let pooled = |name: &str| {
+        format!(
+            "database_url = \"{}\"\ntransaction_pooling = true\n",
+            pgbouncer.url(name)
+        )
+    };
+    write(dir, &format!("{a}.toml"), &pooled(&a));
+    write(dir, &format!("{b}.toml"), &pooled(&b));
+    write(dir, &format!("{c}.toml"), "");
+    let nowhere = format!(
+        "database_url = \"postgres://postgres@127.0.0.1:{}/nowhere\"\n",
+        free_port()
+    );
+    write(dir, "ghost.toml", &nowhere);
+    let ops: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let config = format!(
+        "[http]\nlisten = \"127.0.0.1:{}\"\nops_listen = \"{ops}\"\n[tenants]\ndirectory = \"{}\"\nrefresh_interval = \"{REFRESH}\"\n{}",
+        free_port(),
+        dir.display(),
+        template(&nats_url, &id)
+    );
+    let mut service = ServiceProcess::start(&config, &[]);
+    let client = nats::connect(&nats_url).await.unwrap();
+    for (db, name) in [(&dbs[0], "a"), (&dbs[1], "b"), (&dbs[2], "c")] {
+        place(db, name, 5).await;
+    }
+    for name in [&a, &b, &c] {
+        let stream = stream_of(&id, name);
+        assert!(
+            eventually(WITHIN, || async {
+                stream_messages(&client, &stream).await >= 5
+            })
+            .await,
+            "{name} publishes beside a tenant that is down\n{}",
+            service.log()
+        );
+    }
+    assert!(
+        eventually(WITHIN, || async {
+            relay_of(&readyz(ops).await.1, "ghost").is_some_and(|g| g["phase"] == "retrying")
+        })
+        .await,
+        "{}",
+        readyz(ops).await.1
+    );
+    let (status, ready) = readyz(ops).await;
+    assert_eq!(status, 503, "{ready}");
+    let ghost = relay_of(&ready, "ghost").unwrap();
+    assert!(
+        ghost["error"].as_str().unwrap().contains("nowhere"),
+        "{ready}"
+    );
+    for name in [&a, &b, &c] {
+        assert_eq!(relay_of(&ready, name).unwrap()["ready"], true, "{ready}");
+    }
+
+    // b's database is dropped while it runs: b fails, the others publish.
+    dbs.remove(1).close().await;
+    assert!(
+        eventually(WITHIN, || async {
+            relay_of(&readyz(ops).await.1, &b).is_some_and(|relay| relay["ready"] == false)
+        })
+        .await,
+        "{}",
+        readyz(ops).await.1
+    );
+    place(&dbs[0], "a2", 5).await;
+    place(&dbs[1], "c2", 5).await;
+    // PgBouncer restarts under a: its relay reconnects.
+    pgbouncer.restart().await;
+    place(&dbs[0], "a3", 5).await;
+    let (stream_a, stream_c) = (stream_of(&id, &a), stream_of(&id, &c));
+    assert!(
+        eventually(WITHIN, || async {
+            stream_messages(&client, &stream_a).await >= 15
+                && stream_messages(&client, &stream_c).await >= 10
+        })
+        .await,
+        "a (through a restarted PgBouncer) and c publish while b's database is gone\n{}",
+        service.log()
+    );
+
+    // The dropped tenant's entry is removed: it stops although its database is gone. The
+    // ghost's entry is fixed: it starts on a database that answers.
+    std::fs::remove_file(dir.join(format!("{b}.toml"))).unwrap();
+    // dbs is now a, c, d.
+    write(
+        dir,
+        "ghost.toml",
+        &format!("database_url = \"{}\"\n", dbs[2].url()),
+    );
+    place(&dbs[2], "ghost", 4).await;
+    let stream_ghost = stream_of(&id, "ghost");
+    assert!(
+        eventually(WITHIN, || async {
+            stream_messages(&client, &stream_ghost).await >= 4
+        })
+        .await,
+        "{}",
+        service.log()
+    );
+    assert!(
+        eventually(WITHIN, || async { readyz(ops).await.0 == 200 }).await,
+        "{}",
+        readyz(ops).await.1
+    );
+    assert!(!relays(&readyz(ops).await.1).contains(&b));
+
+    service.terminate();
+    let status = service.wait(Duration::from_secs(30));
+    assert!(status.is_some_and(|s| s.success()), "{}", service.log());
+    pgbouncer.stop();
+    drop(client);
+    for db in dbs {
+        db.close().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_service_processes_share_each_tenant_and_publish_each_event_once() {
+    const TEST: &str = "two_service_processes_share_each_tenant_and_publish_each_event_once";
+    let Some(nats_url) = outbox_tests::service(TestService::Nats, TEST) else {
+        return;
+    };
+    let mut dbs = Vec::new();
+    for _ in 0..2 {
+        let Some(db) = TestDb::postgres(TEST).await else {
+            return;
+        };
+        schema::install(db.conn(), &Outbox::default())
+            .await
+            .unwrap();
+        dbs.push(db);
+    }
+    let names: Vec<String> = dbs.iter().map(tenant).collect();
+    let id = uuid::Uuid::now_v7().simple().to_string();
+    let tenants = tempfile::tempdir().unwrap();
+    for name in &names {
+        // Rebalancing runs at each heartbeat: short ones, for a short test.
+        write(
+            tenants.path(),
+            &format!("{name}.toml"),
+            "heartbeat_interval = \"300ms\"\nlease_ttl = \"3s\"\npublish_timeout = \"1s\"\n",
+        );
+    }
+    let ops: Vec<SocketAddr> = (0..2)
+        .map(|_| format!("127.0.0.1:{}", free_port()).parse().unwrap())
+        .collect();
+    let services: Vec<ServiceProcess> = ops
+        .iter()
+        .map(|ops| {
+            ServiceProcess::start(
+                &format!(
+                    "[http]\nlisten = \"127.0.0.1:{}\"\nops_listen = \"{ops}\"\n[tenants]\ndirectory = \"{}\"\nrefresh_interval = \"{REFRESH}\"\n{}",
+                    free_port(),
+                    tenants.path().display(),
+                    template(&nats_url, &id)
+                ),
+                &[],
+            )
+        })
+        .collect();
+    // Both processes run both tenants and split each tenant's partitions by leases.
+    for ops in &ops {
+        assert!(
+            eventually(WITHIN, || async { readyz(*ops).await.0 == 200 }).await,
+            "{}",
+            readyz(*ops).await.1
+        );
+    }
+    let split = |db: &TestDb| {
+        let ops = Operations::new(db.conn().clone(), Outbox::default());
+        async move {
+            let instances = ops.relay_instances().await.unwrap_or_default();
+            let holding = instances.iter().filter(|i| !i.leases.is_empty()).count();
+            let leases: usize = instances.iter().map(|i| i.leases.len()).sum();
+            (holding, leases)
+        }
+    };
+    for db in &dbs {
+        assert!(
+            eventually(WITHIN, || async { split(db).await == (2, 64) }).await,
+            "each tenant's partitions split between the two processes: {:?}",
+            split(db).await
+        );
+    }
+    const ORDERS: usize = 300;
+    for (db, name) in dbs.iter().zip(&names) {
+        for round in 0..3 {
+            place(db, &format!("{name}-{round}"), ORDERS / 3).await;
+        }
+    }
+    let total = |name: String| {
+        let ops = ops.clone();
+        async move {
+            let mut sum = 0.0;
+            for ops in ops {
+                sum += published(&get(ops, "/metrics").await.unwrap().1, &name);
+            }
+            sum
+        }
+    };
+    for name in &names {
+        assert!(
+            eventually(WITHIN, || async {
+                total(name.clone()).await >= ORDERS as f64
+            })
+            .await,
+            "{} of {ORDERS} published for {name}\n{}\n{}",
+            total(name.clone()).await,
+            services[0].log(),
+            services[1].log()
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for (db, name) in dbs.iter().zip(&names) {
+        assert_eq!(
+            total(name.clone()).await,
+            ORDERS as f64,
+            "{name}: each event once"
+        );
+        assert_eq!(split(db).await, (2, 64), "{name}");
+    }
+    for service in &services {
+        service.terminate();
+    }
+    for mut service in services {
+        assert!(
+            service
+                .wait(Duration::from_secs(30))
+                .is_some_and(|s| s.success())
+        );
+    }
+    for db in dbs {
+        db.close().await;
+    }
 }
