@@ -199,6 +199,7 @@
 )]
 
 mod backend;
+pub mod budget;
 pub mod config;
 pub mod error;
 #[cfg(feature = "log-relay-mariadb")]

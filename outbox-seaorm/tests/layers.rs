@@ -46,6 +46,8 @@ const FLOORS: &[&[&str]] = &[
         "transaction",
         "gtid",
     ],
+    // the connections a server's relays share
+    &["budget"],
 ];
 
 /// The floor of `module` (0 is the top), if it has one.

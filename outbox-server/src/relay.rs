@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use outbox_core::metric;
+use outbox_seaorm::budget::{BudgetSeat, ConnectionBudget};
+use outbox_seaorm::ops::Operations;
 use outbox_seaorm::outage::{DatabaseFailure, DatabaseOutage};
 use outbox_seaorm::relay::Relay;
 use outbox_seaorm::relay::log::{LogRelay, LogRelayConfig};
@@ -21,7 +23,7 @@ use sea_orm::{ConnectOptions, Database, DatabaseConnection};
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::{self, BrokerProbe, BrokerPublisher};
-use crate::config::{RelayMethod, RelaySettings, redacted_url};
+use crate::config::{DEFAULT_BUDGETED_RELAY_CONNECTIONS, RelayMethod, RelaySettings, redacted_url};
 
 /// How long connecting to a database may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -71,6 +73,10 @@ pub struct RelayTask {
     state: Mutex<State>,
     /// The task's own failures (connecting, building, the relay stopping).
     outage: DatabaseOutage,
+    /// Its seat in its server's connection budget, if the service has one.
+    seat: Option<BudgetSeat>,
+    /// Its idle connections close after this long (with a budget).
+    idle_timeout: Option<Duration>,
 }
 
 #[derive(Debug)]
@@ -86,9 +92,33 @@ struct State {
 impl RelayTask {
     /// A task for `settings`, not started.
     pub fn new(settings: RelaySettings) -> Arc<Self> {
+        Self::with_budget(settings, None)
+    }
+
+    /// A task for `settings` whose connections count in `budget` (its database server's;
+    /// see `outbox_seaorm::budget`), not started. A polling relay holds its connections
+    /// only in its turns and polls instead of `LISTEN`; a log relay holds its seat — its
+    /// pool and its replication connection — for as long as it runs. SQLite takes no seat.
+    pub fn with_budget(
+        settings: RelaySettings,
+        budget: Option<(&ConnectionBudget, Duration)>,
+    ) -> Arc<Self> {
         let labels = vec![metrics::Label::new("relay", settings.name.clone())];
         let outage = DatabaseOutage::new("relay service", settings.name.clone(), labels);
+        let sqlite = settings.database_url.expose().starts_with("sqlite:");
+        let (seat, idle_timeout) = match budget {
+            Some((budget, idle_timeout)) if !sqlite => {
+                let pool = settings
+                    .max_connections
+                    .unwrap_or(DEFAULT_BUDGETED_RELAY_CONNECTIONS);
+                let replication = u32::from(matches!(settings.method, RelayMethod::Log(_)));
+                (Some(budget.seat(pool + replication)), Some(idle_timeout))
+            }
+            _ => (None, None),
+        };
         Arc::new(Self {
+            seat,
+            idle_timeout,
             settings,
             state: Mutex::new(State {
                 phase: Phase::Starting,
@@ -117,9 +147,25 @@ impl RelayTask {
         (state.phase.clone(), state.since.elapsed())
     }
 
-    /// Its database connection, once connected.
+    /// Its database connection, once connected. With a connection budget, use
+    /// [`operations`](Self::operations) instead: it waits for the relay's seat.
     pub fn database(&self) -> Option<DatabaseConnection> {
         self.lock().db.clone()
+    }
+
+    /// Whether its connections count in a budget.
+    pub fn has_budget_seat(&self) -> bool {
+        self.seat.is_some()
+    }
+
+    /// The operations on its outbox, once connected (through its budget seat, if any).
+    pub fn operations(&self) -> Option<Operations> {
+        let db = self.database()?;
+        let ops = Operations::new(db, self.settings.outbox.clone());
+        Some(match &self.seat {
+            Some(seat) => ops.with_budget_seat(seat.clone()),
+            None => ops,
+        })
     }
 
     /// What the running relay's own loop sees failing in its database now (a missing
@@ -173,12 +219,23 @@ impl RelayTask {
                 () = tokio::time::sleep(delay) => {}
             }
         }
+        self.close_pool().await;
         self.set_phase(Phase::Stopped);
         tracing::info!(relay = %name, "relay stopped");
     }
 
+    /// Closes the pool of the last attempt, if any: a stopped relay, or one about to
+    /// connect again, keeps no connection open.
+    async fn close_pool(&self) {
+        let db = self.lock().db.take();
+        if let Some(db) = db {
+            let _ = db.close_by_ref().await;
+        }
+    }
+
     /// One attempt: connect, build, run until shutdown or a failure.
     async fn attempt(&self, shutdown: &CancellationToken) -> Result<(), (&'static str, String)> {
+        self.close_pool().await;
         let settings = &self.settings;
         let url = settings.database_url.expose();
         let mut options = ConnectOptions::new(url.to_owned());
@@ -189,16 +246,39 @@ impl RelayTask {
         if let Some(connections) = settings.max_connections {
             options.max_connections(connections);
         }
+        if let Some(idle_timeout) = self.idle_timeout {
+            // The seat closes idle connections; the pool's own reaper is a second net.
+            options
+                .max_connections(
+                    settings
+                        .max_connections
+                        .unwrap_or(DEFAULT_BUDGETED_RELAY_CONNECTIONS),
+                )
+                .min_connections(0)
+                .idle_timeout(idle_timeout * 2);
+        }
         if settings.outbox.transaction_pooling() {
             // A server connection lasts one transaction: no statement outlives it.
             options.map_sqlx_postgres_opts(|options| options.statement_cache_capacity(0));
         }
+        // Connecting opens a connection: with a budget, in a turn of the relay's seat.
+        let turn = match &self.seat {
+            Some(seat) => tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                turn = seat.enter() => Some(turn),
+            },
+            None => None,
+        };
         let db = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
             db = Database::connect(options) => db.map_err(|error| {
                 (DATABASE, format!("database {}: {error}", redacted_url(url)))
             })?,
         };
+        if let Some(seat) = &self.seat {
+            seat.attach(&db);
+        }
+        drop(turn);
         self.outage.succeeded(DATABASE);
         self.lock().db = Some(db.clone());
         let connection_name = format!("outbox-relay-{}", settings.name);
@@ -221,8 +301,12 @@ impl RelayTask {
         self.set_phase(Phase::Running);
         match &settings.method {
             RelayMethod::Polling => {
-                let relay = Relay::builder(db, settings.outbox.clone(), publisher)
-                    .config(settings.relay.clone())
+                let mut builder = Relay::builder(db, settings.outbox.clone(), publisher)
+                    .config(settings.relay.clone());
+                if let Some(seat) = &self.seat {
+                    builder = builder.budget_seat(seat.clone());
+                }
+                let relay = builder
                     .build()
                     .map_err(|error| (RELAY, error.to_string()))?;
                 self.lock().relay = Some(relay.database_outage());
@@ -244,6 +328,14 @@ impl RelayTask {
         shutdown: &CancellationToken,
     ) -> Result<(), (&'static str, String)> {
         let settings = &self.settings;
+        // A log relay holds its seat for as long as it runs.
+        let _seat = match &self.seat {
+            Some(seat) => {
+                seat.attach(&db);
+                Some(seat.enter().await)
+            }
+            None => None,
+        };
         let relay = LogRelay::builder(db, settings.outbox.clone(), publisher)
             .config(config.clone())
             .connection_url(settings.database_url.expose())

@@ -693,3 +693,40 @@ fn the_bookstore_relay_configuration_reads() {
         "BOOKSTORE"
     );
 }
+
+/// The book's `[connections]` example (chapter "Many tenants") reads; bad values are
+/// reported with their key paths.
+#[test]
+fn the_connections_section_reads_and_is_checked() {
+    let chapter = include_str!("../../docs/book/src/many-tenants.md");
+    let start = chapter.find("```toml\n[connections]").unwrap() + "```toml\n".len();
+    let block = &chapter[start..];
+    let block = &block[..block.find("```").unwrap()];
+    let relay = "[[relay]]\nname = \"a\"\ndatabase_url = \"postgres://db/a\"\n[relay.broker]\nkind = \"nats\"\nurl = \"nats://n:4222\"\n";
+    let config = ServerConfig::builder()
+        .toml(format!("{block}\n{relay}"))
+        .build()
+        .unwrap();
+    let connections = config.connections.unwrap();
+    assert_eq!(connections.max_per_server, 20);
+    assert_eq!(connections.idle_timeout, std::time::Duration::from_secs(30));
+    let error = ServerConfig::builder()
+        .toml(format!(
+            "[connections]\nmax_per_server = 0\nidle_timeout = \"soon\"\n{relay}"
+        ))
+        .build()
+        .unwrap_err();
+    assert!(
+        error.about("connections.max_per_server").is_some(),
+        "{error}"
+    );
+    assert!(error.about("connections.idle_timeout").is_some(), "{error}");
+    let error = ServerConfig::builder()
+        .toml(format!("[connections]\n{relay}"))
+        .build()
+        .unwrap_err();
+    assert!(
+        error.about("connections.max_per_server").is_some(),
+        "{error}"
+    );
+}

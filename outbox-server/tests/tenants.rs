@@ -813,3 +813,159 @@ async fn two_service_processes_share_each_tenant_and_publish_each_event_once() {
         db.close().await;
     }
 }
+
+/// Connections open now whose `application_name` is `app`.
+async fn connections_of(admin: &sea_orm::DatabaseConnection, app: &str) -> i64 {
+    let row = admin
+        .query_one_raw(sea_orm::Statement::from_string(
+            sea_orm::DbBackend::Postgres,
+            format!("SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = '{app}'"),
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    row.try_get::<i64>("", "n").unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_budget_caps_a_server_shares_turns_and_idle_tenants_hold_none() {
+    const TEST: &str = "a_connection_budget_caps_a_server_shares_turns_and_idle_tenants_hold_none";
+    const TENANTS: usize = 8;
+    const BUDGET: i64 = 4;
+    const BURST: u64 = 3_000;
+    let Some(nats_url) = outbox_tests::service(TestService::Nats, TEST) else {
+        return;
+    };
+    let mut dbs = Vec::new();
+    for _ in 0..TENANTS {
+        let Some(db) = TestDb::postgres(TEST).await else {
+            return;
+        };
+        schema::install(db.conn(), &Outbox::default())
+            .await
+            .unwrap();
+        dbs.push(db);
+    }
+    let names: Vec<String> = dbs.iter().map(tenant).collect();
+    let id = uuid::Uuid::now_v7().simple().to_string();
+    // The relays' connections, told apart from the test's own by their application name.
+    let app = format!("budget_{id}");
+    let tenants = tempfile::tempdir().unwrap();
+    let entry = |poll: &str| format!("poll_interval = \"{poll}\"\nbatch_size = 50\n");
+    for name in &names {
+        write(tenants.path(), &format!("{name}.toml"), &entry("100ms"));
+    }
+    let ops: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let template = template(&nats_url, &id).replace(
+        "database_url = \"postgres://postgres@127.0.0.1:5432/{tenant}\"",
+        &format!(
+            "database_url = \"postgres://postgres@127.0.0.1:5432/{{tenant}}?application_name={app}\"\nmax_connections = 1"
+        ),
+    );
+    let config = format!(
+        "[http]\nlisten = \"127.0.0.1:{}\"\nops_listen = \"{ops}\"\n[connections]\nmax_per_server = {BUDGET}\nidle_timeout = \"300ms\"\n[tenants]\ndirectory = \"{}\"\nrefresh_interval = \"{REFRESH}\"\n{template}",
+        free_port(),
+        tenants.path().display(),
+    );
+    let mut service = ServiceProcess::start(&config, &[]);
+    let admin = dbs[0].conn().clone();
+    // Sample the relays' connections while they work.
+    let sampling = tokio_util::sync::CancellationToken::new();
+    let sampler = {
+        let (admin, app, stop) = (admin.clone(), app.clone(), sampling.clone());
+        tokio::spawn(async move {
+            let mut most = 0;
+            while !stop.is_cancelled() {
+                most = most.max(connections_of(&admin, &app).await);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            most
+        })
+    };
+    assert!(
+        eventually(WITHIN, || async {
+            relays(&readyz(ops).await.1).len() == TENANTS
+        })
+        .await,
+        "{}",
+        service.log()
+    );
+    // A burst to one tenant, then a trickle to each of the others.
+    for round in 0..(BURST / 500) {
+        place(&dbs[0], &format!("burst-{round}"), 500).await;
+    }
+    for (db, name) in dbs.iter().zip(&names).skip(1) {
+        place(db, name, 10).await;
+    }
+    let client = nats::connect(&nats_url).await.unwrap();
+    let busy = stream_of(&id, &names[0]);
+    let mut busy_when_the_others_were_done = 0;
+    for name in names.iter().skip(1) {
+        let stream = stream_of(&id, name);
+        assert!(
+            eventually(WITHIN, || async {
+                stream_messages(&client, &stream).await >= 10
+            })
+            .await,
+            "{name} gets its turns beside a busy tenant\n{}",
+            service.log()
+        );
+        busy_when_the_others_were_done = stream_messages(&client, &busy).await;
+    }
+    assert!(
+        eventually(Duration::from_secs(60), || async {
+            stream_messages(&client, &busy).await >= BURST
+        })
+        .await,
+        "{} of {BURST}",
+        stream_messages(&client, &busy).await
+    );
+    sampling.cancel();
+    let most = sampler.await.unwrap();
+    eprintln!(
+        "budget {BUDGET}: at most {most} relay connections; the busy tenant had published {busy_when_the_others_were_done} of {BURST} when the last other tenant was done"
+    );
+    assert!(most <= BUDGET, "{most} connections, budget {BUDGET}");
+    assert!(most >= 2, "the relays did connect ({most})");
+    assert!(
+        busy_when_the_others_were_done < BURST,
+        "the small tenants were served while the busy one still had work"
+    );
+
+    // Idle tenants hold no connection: woken every 5 s (polls, scheduled rows), closed
+    // after 300 ms.
+    for name in &names {
+        let idle = format!("{}schedule_interval = \"10s\"\n", entry("5s"));
+        write(tenants.path(), &format!("{name}.toml"), &idle);
+    }
+    assert!(
+        eventually(WITHIN, || async {
+            starts(&service.log(), &names[TENANTS - 1]) == 2
+        })
+        .await,
+        "{}",
+        service.log()
+    );
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let mut most_idle = 0;
+    for _ in 0..40 {
+        most_idle = most_idle.max(connections_of(&admin, &app).await);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        most_idle,
+        0,
+        "idle tenants hold no connection\n{}",
+        service.log()
+    );
+    service.terminate();
+    assert!(
+        service
+            .wait(Duration::from_secs(30))
+            .is_some_and(|s| s.success())
+    );
+    drop(client);
+    for db in dbs {
+        db.close().await;
+    }
+}

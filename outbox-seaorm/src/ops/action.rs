@@ -154,6 +154,8 @@ impl Operations {
         from: &[OutboxStatus],
     ) -> Result<OperatorAction, OpsError> {
         check_input(actor, reason)?;
+        // The transaction's connection counts in a budget, if any.
+        let _seat = self.db.enter().await;
         let txn = crate::transaction::begin_whole_at(&self.db, None).await?;
         let Some(row) = self.store.row_for_action(&txn, message_id).await? else {
             return Err(OpsError::NotFound { message_id });

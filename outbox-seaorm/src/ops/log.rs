@@ -121,6 +121,8 @@ impl Operations {
             OperatorActionKind::Requeue => LogDeadLetterStatus::Requeued,
             _ => LogDeadLetterStatus::Skipped,
         };
+        // The transaction's connection counts in a budget, if any.
+        let _seat = self.db.enter().await;
         let txn = self
             .db
             .connection()

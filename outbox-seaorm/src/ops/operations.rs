@@ -48,6 +48,15 @@ impl Operations {
         self
     }
 
+    /// The same operations, holding connections only while `seat` is open (the seat of
+    /// the relay of this outbox in a server's
+    /// [`ConnectionBudget`](crate::budget::ConnectionBudget)).
+    #[must_use]
+    pub fn with_budget_seat(mut self, seat: crate::budget::BudgetSeat) -> Self {
+        self.db = self.db.with_seat(Some(seat));
+        self
+    }
+
     /// The names of the relay tables.
     pub fn tables(&self) -> &RelayTables {
         self.store.tables()

@@ -186,6 +186,8 @@ impl Operations {
         reason: Option<&str>,
     ) -> Result<Vec<OperatorAction>, OpsError> {
         check_input(actor, reason)?;
+        // The transaction's connection counts in a budget, if any.
+        let _seat = self.db.enter().await;
         let txn = crate::transaction::begin_whole_at(&self.db, None).await?;
         let which = match target {
             ScheduledTarget::MessageId(id) => Which::MessageId(*id),

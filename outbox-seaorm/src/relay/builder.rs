@@ -26,6 +26,7 @@ pub struct RelayBuilder<P> {
     pub(super) publisher: P,
     pub(super) config: RelayConfig,
     pub(super) alert_hook: Option<SharedAlertHook>,
+    pub(super) seat: Option<crate::budget::BudgetSeat>,
 }
 
 impl<P> std::fmt::Debug for RelayBuilder<P> {
@@ -192,6 +193,14 @@ impl<P: Publisher + 'static> RelayBuilder<P> {
         self
     }
 
+    /// A seat in a server's [`ConnectionBudget`](crate::budget::ConnectionBudget): the
+    /// relay holds connections only while it is open (each turn of its loop), and polls
+    /// instead of `LISTEN` (default: none, the pool as it is).
+    pub fn budget_seat(mut self, seat: crate::budget::BudgetSeat) -> Self {
+        self.seat = Some(seat);
+        self
+    }
+
     /// Replaces every setting.
     pub fn config(mut self, config: RelayConfig) -> Self {
         self.config = config;
@@ -222,7 +231,7 @@ impl<P: Publisher + 'static> RelayBuilder<P> {
             _ => Vec::new(),
         };
         let labels = self.outbox.metric_labels().to_vec();
-        let db = Pool::new(self.db, self.outbox.transaction_pooling());
+        let db = Pool::new(self.db, self.outbox.transaction_pooling()).with_seat(self.seat);
         Ok(Relay::new(Core {
             db,
             outbox: self.outbox,

@@ -262,6 +262,7 @@ impl<P: Publisher + 'static> Relay<P> {
             publisher,
             config: RelayConfig::default(),
             alert_hook: None,
+            seat: None,
         }
     }
 
@@ -447,6 +448,11 @@ impl<P: Publisher + 'static> Relay<P> {
         );
         let pipelined = self.core.pipelined();
         while !shutdown.is_cancelled() {
+            // With a connection budget, the connections are held for this turn only.
+            let turn = tokio::select! {
+                () = shutdown.cancelled() => break,
+                turn = self.core.db.enter() => turn,
+            };
             if self.next_schedule.is_none_or(|at| Instant::now() >= at) {
                 let interval = self.core.config.schedule_interval;
                 let wait = match self.take_due().await {
@@ -485,6 +491,7 @@ impl<P: Publisher + 'static> Relay<P> {
                     // cleanup, and no early wake-up by commits or the waker.
                     let pause = self.outage.failed(BATCH, &error);
                     self.leases.refresh_next();
+                    drop(turn);
                     tokio::select! {
                         () = shutdown.cancelled() => {}
                         () = tokio::time::sleep(pause) => {}
@@ -525,6 +532,7 @@ impl<P: Publisher + 'static> Relay<P> {
                 };
                 self.next_gauges = Some(Instant::now() + wait);
             }
+            drop(turn);
             if again {
                 continue;
             }
@@ -563,6 +571,7 @@ impl<P: Publisher + 'static> Relay<P> {
 
     /// Gives up the leases and removes the instance row (best effort).
     async fn shutdown(&mut self) {
+        let _turn = self.core.db.enter().await;
         let now = self.core.now();
         let me = self.core.config.instance_id.clone();
         if let Err(error) = self.core.store.release(&self.core.db, &me, None, now).await {
@@ -584,6 +593,7 @@ impl<P: Publisher + 'static> Relay<P> {
         if !self.core.config.listen
             || self.core.store.backend() != DbBackend::Postgres
             || self.core.db.transaction_pooling()
+            || self.core.db.budgeted()
         {
             return None;
         }

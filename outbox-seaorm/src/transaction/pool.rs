@@ -19,6 +19,7 @@ use sea_orm::{
 };
 
 use super::begin::{SeaOrmPool, begin_whole};
+use crate::budget::{BudgetSeat, SeatGuard};
 
 /// A SeaORM pool, with a transaction around each statement outside one when it sits
 /// behind a transaction pooler (see the [module documentation](self)).
@@ -26,6 +27,8 @@ use super::begin::{SeaOrmPool, begin_whole};
 pub(crate) struct Pool {
     db: DatabaseConnection,
     transaction_pooling: bool,
+    /// Its seat in a server's connection budget, if it has one.
+    seat: Option<BudgetSeat>,
 }
 
 impl Pool {
@@ -34,6 +37,31 @@ impl Pool {
         Self {
             db,
             transaction_pooling,
+            seat: None,
+        }
+    }
+
+    /// The same pool, holding connections only while `seat` is open (see
+    /// [`crate::budget`]).
+    pub(crate) fn with_seat(mut self, seat: Option<BudgetSeat>) -> Self {
+        if let Some(seat) = &seat {
+            seat.attach(&self.db);
+        }
+        self.seat = seat;
+        self
+    }
+
+    /// Whether it holds connections only while its budget seat is open.
+    pub(crate) fn budgeted(&self) -> bool {
+        self.seat.is_some()
+    }
+
+    /// Waits for its seat to open, when it has one: hold the guard while using the pool
+    /// (a turn of the relay, a transaction).
+    pub(crate) async fn enter(&self) -> Option<SeatGuard> {
+        match &self.seat {
+            Some(seat) => Some(seat.enter().await),
+            None => None,
         }
     }
 
@@ -61,7 +89,8 @@ impl Pool {
 
 /// `$call` on the pool, or in a transaction of its own behind a transaction pooler.
 macro_rules! each_in_a_transaction {
-    ($pool:expr, $conn:ident => $call:expr) => {
+    ($pool:expr, $conn:ident => $call:expr) => {{
+        let _seat = $pool.enter().await;
         match $pool.statement_transaction().await? {
             None => {
                 let $conn = &$pool.db;
@@ -74,7 +103,7 @@ macro_rules! each_in_a_transaction {
                 Ok(result)
             }
         }
-    };
+    }};
 }
 
 impl SeaOrmPool for Pool {
@@ -95,6 +124,7 @@ impl ConnectionTrait for Pool {
 
     /// The simple protocol: one message, whole on one server connection.
     async fn execute_unprepared(&self, sql: &str) -> Result<ExecResult, DbErr> {
+        let _seat = self.enter().await;
         self.db.execute_unprepared(sql).await
     }
 

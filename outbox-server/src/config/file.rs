@@ -22,6 +22,17 @@ pub(crate) struct FileConfig {
     pub(crate) relay: Vec<toml::Value>,
     /// `[tenants]`: relays read at runtime from a directory or a catalog table.
     pub(crate) tenants: Option<FileTenants>,
+    /// `[connections]`: the connection budget per database server.
+    pub(crate) connections: Option<FileConnections>,
+}
+
+/// `[connections]`: what the relays of one database server may hold at once.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct FileConnections {
+    /// The budget of each server (host and port of the database URLs).
+    pub(crate) max_per_server: Option<u32>,
+    /// How long a relay's connections stay open after its last turn.
+    pub(crate) idle_timeout: Option<String>,
 }
 
 /// `[tenants]`: where the tenants' relays come from while the service runs.

@@ -31,6 +31,7 @@
 
 mod broker;
 mod broker_kind;
+mod connections;
 mod console;
 pub mod env;
 mod file;
@@ -52,6 +53,9 @@ use std::path::Path;
 
 pub use broker::BrokerSettings;
 pub use broker_kind::BrokerKind;
+pub use connections::{
+    ConnectionSettings, DEFAULT_BUDGETED_RELAY_CONNECTIONS, DEFAULT_IDLE_TIMEOUT,
+};
 pub use console::{
     ConsoleSettings, ConsoleSettingsBuilder, ConsoleUser, DEFAULT_SESSION_TTL, MIN_TOKEN_LEN, Role,
 };
@@ -82,6 +86,8 @@ pub struct ServerConfig {
     pub relays: Vec<RelaySettings>,
     /// `[tenants]`: relays read while the service runs.
     pub tenants: Option<TenantsSettings>,
+    /// `[connections]`: a connection budget per database server.
+    pub connections: Option<ConnectionSettings>,
     /// The environment variables that overrode a value of the file (names only).
     pub overridden_by: Vec<String>,
 }
@@ -163,12 +169,15 @@ impl ServerConfigBuilder {
         let console = console::check(&file.console, &overrides, &mut problems);
         let relays = relay::check_all(&relays, &overrides, &mut problems);
         let tenants = tenants::check(file.tenants.as_ref(), &overrides, &mut problems);
+        let connections = connections::check(file.connections.as_ref(), &mut problems);
         let overridden_by = overrides.variables();
         problems.finish(|| ServerConfig {
             http: http.unwrap_or_else(|| unreachable!("no problem, so [http] was read")),
             console: console.unwrap_or_else(|| unreachable!("no problem, so [console] was read")),
             relays,
             tenants: tenants.unwrap_or_else(|| unreachable!("no problem, so [tenants] was read")),
+            connections: connections
+                .unwrap_or_else(|| unreachable!("no problem, so [connections] was read")),
             overridden_by,
         })
     }

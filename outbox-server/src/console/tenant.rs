@@ -119,13 +119,15 @@ impl Tenant {
     /// # Errors
     /// [`ConsoleError::NotConnected`] while the relay has not connected to its database.
     pub fn operations(&self) -> Result<Operations, ConsoleError> {
-        let db = match &self.database {
-            Database::Connected(db) => db.clone(),
-            Database::Relay(task) => task.database().ok_or_else(|| ConsoleError::NotConnected {
-                relay: self.name.clone(),
-            })?,
+        let ops = match &self.database {
+            Database::Connected(db) => Operations::new(db.clone(), self.outbox.clone()),
+            Database::Relay(task) => {
+                task.operations()
+                    .ok_or_else(|| ConsoleError::NotConnected {
+                        relay: self.name.clone(),
+                    })?
+            }
         };
-        Ok(Operations::new(db, self.outbox.clone())
-            .with_relay_policy(self.ordering, self.dead_letter_policy))
+        Ok(ops.with_relay_policy(self.ordering, self.dead_letter_policy))
     }
 }

@@ -10,8 +10,9 @@ use tokio_util::sync::CancellationToken;
 use super::source::{self, Catalog, Entry};
 use super::{Fleet, SourceProblem, TenantProblem, View};
 use crate::config::env::env_name;
-use crate::config::{RelaySettings, ServerConfig, TenantsSettings};
+use crate::config::{ConnectionSettings, RelaySettings, ServerConfig, TenantsSettings};
 use crate::relay::{self, RelayTask};
+use outbox_seaorm::budget::ConnectionBudget;
 
 /// One running relay and how to stop it.
 #[derive(Debug)]
@@ -24,8 +25,14 @@ struct Member {
 }
 
 impl Member {
-    fn start(settings: RelaySettings, merged: toml::Table, parent: &CancellationToken) -> Self {
-        let task = RelayTask::new(settings);
+    fn start(
+        settings: RelaySettings,
+        merged: toml::Table,
+        parent: &CancellationToken,
+        budgets: &mut Budgets,
+    ) -> Self {
+        let budget = budgets.of(&settings);
+        let task = RelayTask::with_budget(settings, budget.as_ref().map(|(b, t)| (b, *t)));
         relay::register_metrics(task.settings());
         let stop = parent.child_token();
         let handle = tokio::spawn(task.clone().run(stop.clone()));
@@ -36,6 +43,41 @@ impl Member {
             merged,
         }
     }
+}
+
+/// The connection budget of each database server, made when its first relay starts.
+#[derive(Debug, Default)]
+struct Budgets {
+    settings: Option<ConnectionSettings>,
+    by_server: BTreeMap<String, ConnectionBudget>,
+}
+
+impl Budgets {
+    /// The budget of `relay`'s server, if the service has budgets (SQLite has none).
+    fn of(&mut self, relay: &RelaySettings) -> Option<(ConnectionBudget, std::time::Duration)> {
+        let settings = self.settings.as_ref()?;
+        let server = server_of(relay.database_url.expose())?;
+        let budget = self
+            .by_server
+            .entry(server)
+            .or_insert_with(|| {
+                ConnectionBudget::new(settings.max_per_server, settings.idle_timeout)
+            })
+            .clone();
+        Some((budget, settings.idle_timeout))
+    }
+}
+
+/// `host:port` of a server's database URL (the default port of its scheme when none is
+/// given); `None` for SQLite.
+fn server_of(url: &str) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    let port = parsed.port().unwrap_or(match parsed.scheme() {
+        "postgres" | "postgresql" => 5432,
+        "mysql" | "mariadb" => 3306,
+        _ => return None,
+    });
+    Some(format!("{}:{port}", parsed.host_str()?))
 }
 
 /// A source's last good list and whether it read this time.
@@ -55,6 +97,7 @@ pub struct Reconciler {
     directory: SourceState,
     catalog_state: SourceState,
     members: BTreeMap<String, Member>,
+    budgets: Budgets,
     /// The problems last logged, by tenant or source: each is logged when it appears or
     /// changes, and its end once.
     logged: BTreeMap<String, String>,
@@ -63,11 +106,15 @@ pub struct Reconciler {
 impl Reconciler {
     /// The reconciler of `config`'s relays and tenants; nothing runs until [`Self::start`].
     pub fn new(config: &ServerConfig, shutdown: CancellationToken) -> Self {
+        let mut budgets = Budgets {
+            settings: config.connections.clone(),
+            by_server: BTreeMap::new(),
+        };
         let statics = config
             .relays
             .iter()
             .cloned()
-            .map(|settings| Member::start(settings, toml::Table::new(), &shutdown))
+            .map(|settings| Member::start(settings, toml::Table::new(), &shutdown, &mut budgets))
             .collect();
         let tenants = config.tenants.clone();
         let catalog = tenants
@@ -83,6 +130,7 @@ impl Reconciler {
             directory: SourceState::default(),
             catalog_state: SourceState::default(),
             members: BTreeMap::new(),
+            budgets,
             logged: BTreeMap::new(),
         };
         reconciler.fleet.publish(View {
@@ -90,6 +138,11 @@ impl Reconciler {
             ..View::default()
         });
         reconciler
+    }
+
+    /// The connection budgets, by server (`host:port`).
+    pub fn budgets(&self) -> BTreeMap<String, ConnectionBudget> {
+        self.budgets.by_server.clone()
     }
 
     /// The fleet it keeps.
@@ -252,8 +305,8 @@ impl Reconciler {
         }
         for (settings, merged) in start {
             let name = settings.name.clone();
-            self.members
-                .insert(name, Member::start(settings, merged, &self.shutdown));
+            let member = Member::start(settings, merged, &self.shutdown, &mut self.budgets);
+            self.members.insert(name, member);
         }
         problems
     }

@@ -117,6 +117,14 @@ async fn check(relay: &RelayTask) -> RelayReadiness {
     let (phase, since) = relay.phase();
     let (database, leases) = match relay.database() {
         None => ("not connected".to_owned(), "unknown".to_owned()),
+        // A ping or a read would take the relay's turn in its server's budget: its own
+        // loop's health says whether the database answers.
+        Some(_) if relay.has_budget_seat() => (
+            relay
+                .database_failure()
+                .map_or_else(|| "ok".to_owned(), |failure| failure.error),
+            "not read (connection budget)".to_owned(),
+        ),
         Some(db) => match tokio::time::timeout(crate::broker::PROBE_TIMEOUT, db.ping()).await {
             Ok(Ok(())) => ("ok".to_owned(), leases(relay, db).await),
             Ok(Err(error)) => (error.to_string(), "unknown".to_owned()),
