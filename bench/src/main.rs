@@ -17,7 +17,7 @@
 //! ```
 //!
 //! `relay` (issue 4), `inbox` (issue 5), `brokers` (issue 6), `log` (issue 20), `service`
-//! (issue 21) and `binlog` (issue 34): see the modules of those names.
+//! (issue 21), `binlog` (issue 34) and `fleet` (issue 37): see the modules of those names.
 #![allow(clippy::print_stdout)]
 
 /// The harness's allocator (default feature `mimalloc`): it applies to every mode, framework
@@ -35,6 +35,7 @@ const ALLOCATOR_NAME: &str = if cfg!(feature = "mimalloc") {
 
 mod binlog;
 mod brokers;
+mod fleet;
 mod inbox;
 mod log;
 mod measure;
@@ -77,6 +78,9 @@ enum Command {
     Binlog(binlog::BinlogArgs),
     /// The relay service (`outbox run FILE`) against an embedded `Relay`.
     Service(service::ServiceArgs),
+    /// A fleet of tenant databases behind one relay service with a connection budget:
+    /// connections, memory, CPU, latency, a new tenant's first publish.
+    Fleet(fleet::FleetArgs),
 }
 
 fn main() -> ExitCode {
@@ -101,6 +105,7 @@ fn main() -> ExitCode {
             Command::Log(args) => log::run(args).await,
             Command::Binlog(args) => binlog::run(args).await,
             Command::Service(args) => service::run(args).await,
+            Command::Fleet(args) => fleet::run(args).await,
         }
     });
     match result {

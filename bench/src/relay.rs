@@ -208,11 +208,12 @@ impl Publisher for Noop {
     }
 }
 
-enum BenchEvent {
+pub(crate) enum BenchEvent {
+    /// An order placed.
     Placed(OrderPlacedV1),
 }
 
-struct BenchContracts;
+pub(crate) struct BenchContracts;
 
 impl ContractMapper<BenchEvent> for BenchContracts {
     fn map(&self, event: &BenchEvent, out: &mut ContractSink<'_>) -> Result<(), MapError> {
@@ -222,7 +223,7 @@ impl ContractMapper<BenchEvent> for BenchContracts {
     }
 }
 
-fn placed() -> OrderPlacedV1 {
+pub(crate) fn placed() -> OrderPlacedV1 {
     OrderPlacedV1 {
         order_id: Uuid::now_v7(),
         checkout_id: Uuid::now_v7(),

@@ -416,10 +416,12 @@ impl Drop for SeatGuard {
 
 /// How long closing a seat waits for its connections to come back to their pool (sqlx
 /// returns a connection on a task of its own after its user drops it).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 /// Closes every connection of `db`'s pool, waiting for those on their way back to it.
 async fn close_idle(db: &DatabaseConnection) {
+    #[cfg(any(feature = "postgres", feature = "mysql"))]
     macro_rules! close_all {
         ($pool:expr) => {{
             let pool = $pool;

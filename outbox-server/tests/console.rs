@@ -853,3 +853,51 @@ async fn scheduled_rows_are_listed_run_now_and_cancelled_by_key() {
     assert!(log.body.contains("was due "));
     db.close().await;
 }
+
+/// With many tenants the overview reads one page of them (keyset paging by name) and
+/// searches by name; a small console shows neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_pages_and_searches_many_tenants() {
+    use outbox_server::console::{Console, Tenant};
+    let db = TestDb::sqlite_file().await;
+    let outbox = Outbox::default();
+    schema::install(db.conn(), &outbox).await.unwrap();
+    let tenants: Vec<Tenant> = (0..45)
+        .map(|n| Tenant::new(format!("tenant-{n:02}"), db.conn().clone(), outbox.clone()))
+        .collect();
+    let settings = ConsoleSettings::builder()
+        .user("bo", Role::Reader, READER)
+        .build()
+        .unwrap();
+    let app = Console::new(tenants, settings).router();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let mut client = Client::new(format!("http://{address}"));
+    assert_eq!(client.log_in("", READER).await.status, 303);
+    let cards = |body: &str| body.matches("data-relay=\"").count();
+    let first = client.get("/").await;
+    assert_eq!(first.status, 200);
+    assert_eq!(cards(&first.body), 20);
+    assert!(first.body.contains("data-relay=\"tenant-00\""));
+    assert!(first.body.contains("45 of 45 tenants"), "{}", first.body);
+    assert!(
+        first.body.contains("href=\"/?after=tenant-19\""),
+        "{}",
+        first.body
+    );
+    let third = client.get("/?after=tenant-39").await;
+    assert_eq!(cards(&third.body), 5);
+    assert!(third.body.contains("data-relay=\"tenant-40\""));
+    assert!(!third.body.contains("next page"));
+    let found = client.get("/?q=tenant-3").await;
+    assert_eq!(cards(&found.body), 10, "tenant-30 … tenant-39");
+    assert!(found.body.contains("10 of 45 tenants"));
+    let escaped = client.get("/?q=%3Cb%3E").await;
+    assert_eq!(cards(&escaped.body), 0);
+    assert!(
+        escaped.body.contains("value=\"&lt;b&gt;\""),
+        "the search text is escaped"
+    );
+    db.close().await;
+}

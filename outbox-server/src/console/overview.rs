@@ -4,15 +4,32 @@
 
 use std::time::Duration;
 
-use axum::extract::State;
+use axum::extract::{Query, State};
 use maud::{Markup, html};
 use outbox_seaorm::ops::{LogSlotStatus, RelayInstance, ScheduledSummary, StatusReport};
+use serde::Deserialize;
 
 use super::Console;
 use super::auth::Operator;
 use super::page::{Base, age, age_at, layout, short, time};
 use super::tenant::Tenant;
 use crate::relay::Phase;
+
+/// Tenants per page of the overview: only theirs are read.
+pub const PAGE: usize = 20;
+
+/// The longest search text kept.
+const MAX_SEARCH: usize = 100;
+
+/// `GET /?q=…&after=…`: the tenants whose name contains `q`, from the one after `after`
+/// (keyset paging by name).
+#[derive(Debug, Default, Deserialize)]
+pub struct OverviewQuery {
+    /// Part of a tenant's name.
+    pub q: Option<String>,
+    /// The last tenant of the previous page.
+    pub after: Option<String>,
+}
 
 /// How long one tenant's figures may take.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
@@ -48,12 +65,55 @@ async fn read(tenant: &Tenant) -> Card<'_> {
 }
 
 /// `GET /`.
-pub async fn page(State(console): State<Console>, operator: Operator) -> Markup {
-    let tenants = console.tenants();
-    let cards = futures_util::future::join_all(tenants.iter().map(read)).await;
+pub async fn page(
+    State(console): State<Console>,
+    operator: Operator,
+    Query(query): Query<OverviewQuery>,
+) -> Markup {
+    let mut tenants = console.tenants();
+    let total = tenants.len();
+    tenants.sort_by(|a, b| a.name().cmp(b.name()));
+    let search: Option<String> = query
+        .q
+        .as_deref()
+        .map(str::trim)
+        .filter(|q| !q.is_empty())
+        .map(|q| q.chars().take(MAX_SEARCH).collect());
+    tenants.retain(|t| search.as_deref().is_none_or(|q| t.name().contains(q)));
+    let matching = tenants.len();
+    let after = query.after.as_deref();
+    let mut shown: Vec<&Tenant> = tenants
+        .iter()
+        .filter(|t| after.is_none_or(|after| t.name() > after))
+        .take(PAGE + 1)
+        .collect();
+    let more = shown.len() > PAGE;
+    shown.truncate(PAGE);
+    // Only the tenants of this page are read.
+    let cards = futures_util::future::join_all(shown.iter().map(|t| read(t))).await;
     let (problems, sources) = console.tenant_problems();
     let base = &operator.base;
+    let encode =
+        |text: &str| url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>();
+    let next = shown.last().filter(|_| more).map(|last| {
+        let q = search
+            .as_deref()
+            .map(|q| format!("q={}&", encode(q)))
+            .unwrap_or_default();
+        base.at(&format!("/?{q}after={}", encode(last.name())))
+    });
+    let paged = total > PAGE || search.is_some() || after.is_some();
     let body = html! {
+        @if paged {
+            form.tenant-search method="get" action=(base.at("/")) {
+                input type="search" name="q" value=(search.as_deref().unwrap_or("")) placeholder="tenant name" aria-label="Search tenants";
+                button type="submit" { "Search" }
+                " "
+                span.tenant-count { (matching) " of " (total) " tenants" @if after.is_some() { " · after " code { (after.unwrap_or("")) } } }
+                @if after.is_some() { " · " a.first-page href=(base.at(&search.as_deref().map_or_else(|| "/".to_owned(), |q| format!("/?q={}", encode(q))))) { "first page" } }
+                @if let Some(next) = &next { " · " a.next-page href=(next) { "next page" } }
+            }
+        }
         @if !problems.is_empty() || !sources.is_empty() {
             section.tenant-problems role="alert" {
                 h2 { "Tenants not applied" }

@@ -793,13 +793,31 @@ pub async fn partitioned_kills_and_a_join<P, S>(
     let d = start("d");
     producing.await.unwrap();
     let total = CUSTOMERS * ORDERS as usize;
-    assert!(
-        eventually(Duration::from_secs(60), async || applied(db).await.len()
-            >= total)
-        .await,
-        "{} of {total} applied",
-        applied(db).await.len()
-    );
+    if !eventually(Duration::from_secs(60), async || {
+        applied(db).await.len() >= total
+    })
+    .await
+    {
+        // Which customers stalled, and where: a partition whose queue stopped, or single
+        // aggregates held back.
+        let rows = applied(db).await;
+        let mut by_customer: BTreeMap<String, u32> = BTreeMap::new();
+        for row in &rows {
+            *by_customer.entry(row.customer_id.clone()).or_default() += 1;
+        }
+        let behind: Vec<String> = (0..CUSTOMERS)
+            .map(|c| format!("customer-{c:03}"))
+            .filter_map(|c| {
+                let got = by_customer.get(&c).copied().unwrap_or(0);
+                (got < ORDERS).then(|| format!("{c}: {got}"))
+            })
+            .collect();
+        panic!(
+            "{} of {total} applied; customers behind: {behind:?}; (inbox, dead letters) {:?}",
+            rows.len(),
+            inbox_and_dead_letters(db, outbox).await
+        );
+    }
     // Quiet for a while: nothing more is applied (no duplicate effect arrives late).
     tokio::time::sleep(Duration::from_secs(1)).await;
     let rows = applied(db).await;
