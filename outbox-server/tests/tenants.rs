@@ -969,3 +969,76 @@ async fn a_connection_budget_caps_a_server_shares_turns_and_idle_tenants_hold_no
         db.close().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_catalog_on_mariadb_lists_tenants_on_both_servers() {
+    const TEST: &str = "a_catalog_on_mariadb_lists_tenants_on_both_servers";
+    let Some(nats_url) = outbox_tests::service(TestService::Nats, TEST) else {
+        return;
+    };
+    let Some(control) = TestDb::mariadb(TEST).await else {
+        return;
+    };
+    let Some(pg) = TestDb::postgres(TEST).await else {
+        return;
+    };
+    let Some(maria) = TestDb::mariadb(TEST).await else {
+        return;
+    };
+    for db in [&pg, &maria] {
+        schema::install(db.conn(), &Outbox::default())
+            .await
+            .unwrap();
+    }
+    let (p, m) = (tenant(&pg), tenant(&maria));
+    control
+        .conn()
+        .execute_unprepared(
+            "CREATE TABLE outbox_tenants (name VARCHAR(63) PRIMARY KEY, database_url TEXT, settings TEXT)",
+        )
+        .await
+        .unwrap();
+    // The PostgreSQL tenant takes the template's URL; the MariaDB one has its own.
+    control
+        .conn()
+        .execute_unprepared(&format!(
+            "INSERT INTO outbox_tenants VALUES ('{p}', NULL, 'batch_size = 10'), ('{m}', '{}', NULL)",
+            maria.url()
+        ))
+        .await
+        .unwrap();
+    let id = uuid::Uuid::now_v7().simple().to_string();
+    let ops: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let config = format!(
+        "[http]\nlisten = \"127.0.0.1:{}\"\nops_listen = \"{ops}\"\n[tenants]\ncatalog_url = \"{}\"\nrefresh_interval = \"{REFRESH}\"\n{}",
+        free_port(),
+        control.url(),
+        template(&nats_url, &id)
+    );
+    let mut service = ServiceProcess::start(&config, &[]);
+    place(&pg, "p", 4).await;
+    place(&maria, "m", 3).await;
+    let client = nats::connect(&nats_url).await.unwrap();
+    for (name, expected) in [(&p, 4), (&m, 3)] {
+        let stream = stream_of(&id, name);
+        assert!(
+            eventually(WITHIN, || async {
+                stream_messages(&client, &stream).await >= expected
+            })
+            .await,
+            "{name} relays from a catalog on MariaDB\n{}",
+            service.log()
+        );
+    }
+    assert_eq!(readyz(ops).await.0, 200);
+    service.terminate();
+    assert!(
+        service
+            .wait(Duration::from_secs(30))
+            .is_some_and(|s| s.success())
+    );
+    drop(client);
+    for db in [pg, maria, control] {
+        db.close().await;
+    }
+}
