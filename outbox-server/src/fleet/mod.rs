@@ -11,6 +11,7 @@
 //! last good settings until the entry is fixed or removed. A source that cannot be read is
 //! a [`SourceProblem`], and its last good list keeps running.
 
+mod budgets;
 mod reconcile;
 pub mod source;
 

@@ -10,9 +10,11 @@ use tokio_util::sync::CancellationToken;
 use super::source::{self, Catalog, Entry};
 use super::{Fleet, SourceProblem, TenantProblem, View};
 use crate::config::env::env_name;
-use crate::config::{ConnectionSettings, RelaySettings, ServerConfig, TenantsSettings};
+use crate::config::{RelaySettings, ServerConfig, TenantsSettings};
 use crate::relay::{self, RelayTask};
 use outbox_seaorm::budget::ConnectionBudget;
+
+use super::budgets::Budgets;
 
 /// One running relay and how to stop it.
 #[derive(Debug)]
@@ -45,41 +47,6 @@ impl Member {
     }
 }
 
-/// The connection budget of each database server, made when its first relay starts.
-#[derive(Debug, Default)]
-struct Budgets {
-    settings: Option<ConnectionSettings>,
-    by_server: BTreeMap<String, ConnectionBudget>,
-}
-
-impl Budgets {
-    /// The budget of `relay`'s server, if the service has budgets (SQLite has none).
-    fn of(&mut self, relay: &RelaySettings) -> Option<(ConnectionBudget, std::time::Duration)> {
-        let settings = self.settings.as_ref()?;
-        let server = server_of(relay.database_url.expose())?;
-        let budget = self
-            .by_server
-            .entry(server)
-            .or_insert_with(|| {
-                ConnectionBudget::new(settings.max_per_server, settings.idle_timeout)
-            })
-            .clone();
-        Some((budget, settings.idle_timeout))
-    }
-}
-
-/// `host:port` of a server's database URL (the default port of its scheme when none is
-/// given); `None` for SQLite.
-fn server_of(url: &str) -> Option<String> {
-    let parsed = url::Url::parse(url).ok()?;
-    let port = parsed.port().unwrap_or(match parsed.scheme() {
-        "postgres" | "postgresql" => 5432,
-        "mysql" | "mariadb" => 3306,
-        _ => return None,
-    });
-    Some(format!("{}:{port}", parsed.host_str()?))
-}
-
 /// A source's last good list and whether it read this time.
 #[derive(Debug, Default)]
 struct SourceState {
@@ -106,10 +73,7 @@ pub struct Reconciler {
 impl Reconciler {
     /// The reconciler of `config`'s relays and tenants; nothing runs until [`Self::start`].
     pub fn new(config: &ServerConfig, shutdown: CancellationToken) -> Self {
-        let mut budgets = Budgets {
-            settings: config.connections.clone(),
-            by_server: BTreeMap::new(),
-        };
+        let mut budgets = Budgets::new(config.connections.clone());
         let statics = config
             .relays
             .iter()
@@ -142,7 +106,7 @@ impl Reconciler {
 
     /// The connection budgets, by server (`host:port`).
     pub fn budgets(&self) -> BTreeMap<String, ConnectionBudget> {
-        self.budgets.by_server.clone()
+        self.budgets.by_server()
     }
 
     /// The fleet it keeps.
