@@ -36,6 +36,7 @@ use outbox_seaorm::{Outbox, schema};
 use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend};
 use uuid::Uuid;
 
+use crate::measure::{percentile, task_cpu};
 use crate::relay::{BenchContracts, BenchEvent, placed};
 
 type BoxError = Box<dyn Error + Send + Sync>;
@@ -306,7 +307,7 @@ route = {{ kind = "event_type", prefix = "fleet{id}.{{tenant}}." }}
         "{all} tenants running in {:.1} s after start",
         started.elapsed().as_secs_f64()
     );
-    let cpu_before = cpu_seconds(pid)?;
+    let cpu_before = task_cpu(&pid.to_string()).ok_or("cannot read the service's CPU time")?;
     // Sampling.
     let samples: Arc<Mutex<Vec<(i64, i64, u64)>>> = Arc::default();
     let sampling = tokio_util::sync::CancellationToken::new();
@@ -363,7 +364,10 @@ route = {{ kind = "event_type", prefix = "fleet{id}.{{tenant}}." }}
         }
     };
     let _ = tokio::time::timeout(Duration::from_secs(60), wait).await;
-    let cpu = cpu_seconds(pid)? - cpu_before;
+    let cpu = task_cpu(&pid.to_string())
+        .ok_or("cannot read the service's CPU time")?
+        .saturating_sub(cpu_before)
+        .as_secs_f64();
     // A new tenant: its event is in its outbox before its file exists.
     let (ids, _) = commit(late, 1).await?;
     let written = Instant::now();
@@ -403,10 +407,7 @@ route = {{ kind = "event_type", prefix = "fleet{id}.{{tenant}}." }}
             .collect();
         latencies.sort();
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-        let pick = |p: f64| {
-            let i = ((latencies.len().max(1) - 1) as f64 * p).round() as usize;
-            latencies.get(i).copied().unwrap_or_default()
-        };
+        let pick = |p: f64| percentile(&latencies, p);
         println!(
             "  {label:<8} {:>6} of {:>6} published  p50 {:>8.1} ms  p99 {:>8.1} ms  max {:>8.1} ms",
             latencies.len(),
@@ -482,18 +483,4 @@ fn rss_kib(pid: u32, field: &str) -> Option<u64> {
         .find_map(|line| line.strip_prefix(&format!("{field}:")))
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|kib| kib.parse().ok())
-}
-
-/// User + system CPU seconds of process `pid`.
-fn cpu_seconds(pid: u32) -> Result<f64, BoxError> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let after = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest)
-        .ok_or("bad stat")?;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    // After the command: state is field 3; utime 14 and stime 15 are at 11 and 12 here.
-    let ticks: f64 = fields.get(11).ok_or("bad stat")?.parse::<f64>()?
-        + fields.get(12).ok_or("bad stat")?.parse::<f64>()?;
-    Ok(ticks / 100.0)
 }

@@ -37,6 +37,17 @@ pub fn task_cpu(pid: &str) -> Option<std::time::Duration> {
     Some(std::time::Duration::from_nanos(total))
 }
 
+/// The value at fraction `p` (0.5: the median, 0.99) of `sorted`; zero when it is empty.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    #[allow(
+        clippy::cast_precision_loss,
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss
+    )]
+    let index = ((sorted.len().max(1) - 1) as f64 * p).round() as usize;
+    sorted.get(index).copied().unwrap_or_default()
+}
+
 /// The median of `values` (sorted in place); `None` when there are none.
 pub fn median(values: &mut [f64]) -> Option<f64> {
     values.sort_by(f64::total_cmp);

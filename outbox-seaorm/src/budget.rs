@@ -287,7 +287,8 @@ impl BudgetSeat {
                     Phase::Closing | Phase::Waiting => Step::Later,
                     Phase::Closed if !waiting && open + seat.connections <= max => {
                         seat.phase = Phase::Busy(1);
-                        state.open += state.seats.get(&id).map_or(0, |s| s.connections);
+                        let connections = seat.connections;
+                        state.open += connections;
                         state.peak = state.peak.max(state.open);
                         return self.guard();
                     }

@@ -108,9 +108,7 @@ impl RelayTask {
         let sqlite = settings.database_url.expose().starts_with("sqlite:");
         let (seat, idle_timeout) = match budget {
             Some((budget, idle_timeout)) if !sqlite => {
-                let pool = settings
-                    .max_connections
-                    .unwrap_or(DEFAULT_BUDGETED_RELAY_CONNECTIONS);
+                let pool = budgeted_pool_size(&settings);
                 let replication = u32::from(matches!(settings.method, RelayMethod::Log(_)));
                 (Some(budget.seat(pool + replication)), Some(idle_timeout))
             }
@@ -249,11 +247,7 @@ impl RelayTask {
         if let Some(idle_timeout) = self.idle_timeout {
             // The seat closes idle connections; the pool's own reaper is a second net.
             options
-                .max_connections(
-                    settings
-                        .max_connections
-                        .unwrap_or(DEFAULT_BUDGETED_RELAY_CONNECTIONS),
-                )
+                .max_connections(budgeted_pool_size(settings))
                 .min_connections(0)
                 .idle_timeout(idle_timeout * 2);
         }
@@ -348,6 +342,14 @@ impl RelayTask {
             .map(drop)
             .map_err(|error| (RELAY, error.to_string()))
     }
+}
+
+/// The pool of a relay whose connections count in a budget: its `max_connections`, or
+/// [`DEFAULT_BUDGETED_RELAY_CONNECTIONS`].
+fn budgeted_pool_size(settings: &RelaySettings) -> u32 {
+    settings
+        .max_connections
+        .unwrap_or(DEFAULT_BUDGETED_RELAY_CONNECTIONS)
 }
 
 /// Creates the counters of `relay` at zero, so that `/metrics` has its series (and

@@ -47,6 +47,20 @@ async fn stream_messages(client: &async_nats::Client, name: &str) -> u64 {
     }
 }
 
+/// `n` fresh PostgreSQL databases with the default outbox installed; `None` when the
+/// server is unreachable and services are not required.
+async fn installed_postgres(test: &str, n: usize) -> Option<Vec<TestDb>> {
+    let mut dbs = Vec::new();
+    for _ in 0..n {
+        let db = TestDb::postgres(test).await?;
+        schema::install(db.conn(), &Outbox::default())
+            .await
+            .unwrap();
+        dbs.push(db);
+    }
+    Some(dbs)
+}
+
 /// The tenant's name: its database's (`outbox_t_<uuid>`, a valid relay name).
 fn tenant(db: &TestDb) -> String {
     db.url().rsplit('/').next().unwrap().to_owned()
@@ -374,16 +388,9 @@ async fn a_catalog_table_lists_tenants_and_its_outage_keeps_the_last_good_list()
     let Some(control) = TestDb::postgres(TEST).await else {
         return;
     };
-    let mut dbs = Vec::new();
-    for _ in 0..3 {
-        let Some(db) = TestDb::postgres(TEST).await else {
-            return;
-        };
-        schema::install(db.conn(), &Outbox::default())
-            .await
-            .unwrap();
-        dbs.push(db);
-    }
+    let Some(dbs) = installed_postgres(TEST, 3).await else {
+        return;
+    };
     let [a, b, c] = [&dbs[0], &dbs[1], &dbs[2]].map(tenant);
     control
         .conn()
@@ -556,16 +563,9 @@ async fn tenant_faults_stay_with_their_tenant() {
     let Some(nats_url) = outbox_tests::service(TestService::Nats, TEST) else {
         return;
     };
-    let mut dbs = Vec::new();
-    for _ in 0..4 {
-        let Some(db) = TestDb::postgres(TEST).await else {
-            return;
-        };
-        schema::install(db.conn(), &Outbox::default())
-            .await
-            .unwrap();
-        dbs.push(db);
-    }
+    let Some(mut dbs) = installed_postgres(TEST, 4).await else {
+        return;
+    };
     let Some(mut pgbouncer) = outbox_tests::pgbouncer::PgBouncer::start(TEST, 5432, 4).await else {
         return;
     };
@@ -700,16 +700,9 @@ async fn two_service_processes_share_each_tenant_and_publish_each_event_once() {
     let Some(nats_url) = outbox_tests::service(TestService::Nats, TEST) else {
         return;
     };
-    let mut dbs = Vec::new();
-    for _ in 0..2 {
-        let Some(db) = TestDb::postgres(TEST).await else {
-            return;
-        };
-        schema::install(db.conn(), &Outbox::default())
-            .await
-            .unwrap();
-        dbs.push(db);
-    }
+    let Some(dbs) = installed_postgres(TEST, 2).await else {
+        return;
+    };
     let names: Vec<String> = dbs.iter().map(tenant).collect();
     let id = uuid::Uuid::now_v7().simple().to_string();
     let tenants = tempfile::tempdir().unwrap();
@@ -836,16 +829,9 @@ async fn a_connection_budget_caps_a_server_shares_turns_and_idle_tenants_hold_no
     let Some(nats_url) = outbox_tests::service(TestService::Nats, TEST) else {
         return;
     };
-    let mut dbs = Vec::new();
-    for _ in 0..TENANTS {
-        let Some(db) = TestDb::postgres(TEST).await else {
-            return;
-        };
-        schema::install(db.conn(), &Outbox::default())
-            .await
-            .unwrap();
-        dbs.push(db);
-    }
+    let Some(dbs) = installed_postgres(TEST, TENANTS).await else {
+        return;
+    };
     let names: Vec<String> = dbs.iter().map(tenant).collect();
     let id = uuid::Uuid::now_v7().simple().to_string();
     // The relays' connections, told apart from the test's own by their application name.

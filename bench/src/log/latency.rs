@@ -23,13 +23,7 @@ pub(crate) const MAX_PRODUCERS: usize = 64;
 /// Backlog samples per second.
 const SAMPLES_PER_SECOND: u32 = 10;
 
-pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
-}
+pub(crate) use crate::measure::percentile;
 
 pub(crate) fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0

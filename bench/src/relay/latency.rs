@@ -13,14 +13,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{BenchContracts, BenchEvent, BoxError, RelayArgs, placed};
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
-}
+use crate::measure::percentile;
 
 pub(super) async fn latency(db: &DatabaseConnection, args: &RelayArgs) -> Result<(), BoxError> {
     let outbox = Outbox::builder()

@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{BoxError, Noop, RelayArgs, fill, vacuum};
 use crate::measure::median;
+use crate::measure::percentile;
 
 /// The outbox columns a commit writes, but `status`, `attempts` and `next_attempt_at`.
 const COLUMNS: &str = "message_id, event_type, version, aggregate_type, aggregate_id, \
@@ -183,11 +184,6 @@ impl Publisher for Arrivals {
         }
         Ok(vec![Ok(()); batch.len()])
     }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted.get(index).copied().unwrap_or_default()
 }
 
 /// The steady flow of one case: rows due evenly over the next seconds, a running relay,

@@ -24,11 +24,6 @@ impl Budgets {
         }
     }
 
-    /// The budgets, by server (`host:port`).
-    pub(super) fn by_server(&self) -> BTreeMap<String, ConnectionBudget> {
-        self.by_server.clone()
-    }
-
     /// The budget of `relay`'s server, if the service has budgets (SQLite has none).
     pub(super) fn of(&mut self, relay: &RelaySettings) -> Option<(ConnectionBudget, Duration)> {
         let settings = self.settings.as_ref()?;

@@ -7,14 +7,12 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::budgets::Budgets;
 use super::source::{self, Catalog, Entry};
 use super::{Fleet, SourceProblem, TenantProblem, View};
 use crate::config::env::env_name;
 use crate::config::{RelaySettings, ServerConfig, TenantsSettings};
 use crate::relay::{self, RelayTask};
-use outbox_seaorm::budget::ConnectionBudget;
-
-use super::budgets::Budgets;
 
 /// One running relay and how to stop it.
 #[derive(Debug)]
@@ -47,22 +45,17 @@ impl Member {
     }
 }
 
-/// A source's last good list and whether it read this time.
-#[derive(Debug, Default)]
-struct SourceState {
-    last_good: Option<Vec<Entry>>,
-}
-
 /// Keeps a [`Fleet`] matching the configuration's relays and tenant sources.
 #[derive(Debug)]
 pub struct Reconciler {
     fleet: Fleet,
     shutdown: CancellationToken,
     statics: Vec<Member>,
-    tenants: Option<TenantsSettings>,
+    tenants: Option<Arc<TenantsSettings>>,
     catalog: Option<Catalog>,
-    directory: SourceState,
-    catalog_state: SourceState,
+    /// The last good list of the directory, and of the catalog.
+    directory: Option<Vec<Entry>>,
+    catalog_list: Option<Vec<Entry>>,
     members: BTreeMap<String, Member>,
     budgets: Budgets,
     /// The problems last logged, by tenant or source: each is logged when it appears or
@@ -80,7 +73,7 @@ impl Reconciler {
             .cloned()
             .map(|settings| Member::start(settings, toml::Table::new(), &shutdown, &mut budgets))
             .collect();
-        let tenants = config.tenants.clone();
+        let tenants = config.tenants.clone().map(Arc::new);
         let catalog = tenants
             .as_ref()
             .and_then(|tenants| tenants.catalog.clone())
@@ -91,8 +84,8 @@ impl Reconciler {
             statics,
             tenants,
             catalog,
-            directory: SourceState::default(),
-            catalog_state: SourceState::default(),
+            directory: None,
+            catalog_list: None,
             members: BTreeMap::new(),
             budgets,
             logged: BTreeMap::new(),
@@ -102,11 +95,6 @@ impl Reconciler {
             ..View::default()
         });
         reconciler
-    }
-
-    /// The connection budgets, by server (`host:port`).
-    pub fn budgets(&self) -> BTreeMap<String, ConnectionBudget> {
-        self.budgets.by_server()
     }
 
     /// The fleet it keeps.
@@ -148,21 +136,17 @@ impl Reconciler {
         let mut sources = Vec::new();
         let mut listed: Vec<Entry> = Vec::new();
         if let Some(directory) = tenants.directory.clone() {
+            let origin = format!("directory {}", directory.display());
             let read = tokio::task::spawn_blocking(move || source::read_directory(&directory));
             let read = read
                 .await
                 .unwrap_or_else(|join| Err(format!("reading the directory failed: {join}")));
-            let origin = tenants
-                .directory
-                .as_ref()
-                .map(|d| format!("directory {}", d.display()))
-                .unwrap_or_default();
             listed.extend(take(&mut self.directory, read, origin, &mut sources));
         }
         if let Some(catalog) = &mut self.catalog {
             let read = catalog.read().await;
             let origin = catalog.origin();
-            listed.extend(take(&mut self.catalog_state, read, origin, &mut sources));
+            listed.extend(take(&mut self.catalog_list, read, origin, &mut sources));
         }
         let problems = self.apply(&tenants, listed).await;
         self.log_changes(&problems, &sources);
@@ -317,23 +301,23 @@ impl Reconciler {
 /// The entries of a source's read: this read's when it succeeded (and it becomes the last
 /// good one), the last good read's otherwise (with the failure in `sources`).
 fn take(
-    state: &mut SourceState,
+    last_good: &mut Option<Vec<Entry>>,
     read: Result<Vec<Entry>, String>,
     origin: String,
     sources: &mut Vec<SourceProblem>,
 ) -> Vec<Entry> {
     match read {
         Ok(entries) => {
-            state.last_good = Some(entries.clone());
+            *last_good = Some(entries.clone());
             entries
         }
         Err(problem) => {
             sources.push(SourceProblem {
                 source: origin,
                 problem,
-                running_last_good: state.last_good.is_some(),
+                running_last_good: last_good.is_some(),
             });
-            state.last_good.clone().unwrap_or_default()
+            last_good.clone().unwrap_or_default()
         }
     }
 }
